@@ -1,0 +1,3 @@
+from sweeper.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,205 @@
+"""The Parquet schema of a trial row, atomic writes, and reading many runs back.
+
+No torch, no Ray: a report can be rebuilt anywhere from Parquet files copied off a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+log = logging.getLogger(__name__)
+
+RESULTS_FILE = "results.parquet"
+MANIFEST_FILE = "sweep.json"
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: pa.DataType
+    doc: str
+
+
+def _c(name: str, type_: pa.DataType, doc: str) -> Column:
+    return Column(name, type_, doc)
+
+
+S, F, I, B = pa.string(), pa.float64(), pa.int64(), pa.bool_()
+TS = pa.timestamp("us", tz="UTC")
+
+COLUMNS: list[Column] = [
+    # identity
+    _c("sweep_id", S, "Sweep this row belongs to (stable across --resume)."),
+    _c("trial_id", S, "Stable hash of the trial's config: same config, same id."),
+    _c("sweep_name", S, "The spec's `name`."),
+    # config
+    _c("model", S, "Model name (zoo name or the spec's label for a factory model)."),
+    _c("task", S, "vision, nlp or custom: decides inputs and the item unit."),
+    _c("mode", S, "eager (no compile) or the torch.compile mode."),
+    _c("backend", S, "torch.compile backend (inductor unless the spec says otherwise)."),
+    _c("dynamic", B, "torch.compile(dynamic=...); null = automatic dynamic."),
+    _c("batch_size", I, "Items per batch."),
+    _c("seq_len", I, "Tokens per sequence for NLP models; null for vision."),
+    _c("phase", S, "infer (no_grad forward) or train (forward + backward + AdamW step)."),
+    _c("precision", S, "fp32, or bf16 through torch.autocast."),
+    _c("matmul_precision", S, "torch.set_float32_matmul_precision in force."),
+    _c("config_json", S, "The trial's full config as JSON (model kwargs, measurement settings)."),
+    # outcome
+    _c("status", S, "ok, oom, compile_error, runtime_error, timeout, inaccurate, crashed."),
+    _c("error", S, "Exception class and message (or exit signal) when status is not ok."),
+    _c("attempts", I, "Processes started for this trial (retries after a crash included)."),
+    # compile
+    _c("compile_s", F, "Cold compile: first compiled call (synchronized) minus one steady iteration, fresh cache."),
+    _c("first_call_s", F, "Raw wall time of the first compiled call, cold cache."),
+    _c("warm_compile_s", F, "Same as compile_s in a new process whose cache holds this trial's artifacts."),
+    _c("warm_first_call_s", F, "Raw first call in that warm-cache process."),
+    # steady state
+    _c("throughput_items_s", F, "Items/s: median over timed windows (images or sequences)."),
+    _c("throughput_tokens_s", F, "Real tokens/s for NLP models (median window); null for vision."),
+    _c("latency_p50_ms", F, "Per-iteration latency, 50th percentile over all timed iterations."),
+    _c("latency_p90_ms", F, "Per-iteration latency, 90th percentile."),
+    _c("latency_p99_ms", F, "Per-iteration latency, 99th percentile."),
+    _c("throughput_spread_pct", F, "(max - min) / median of window throughputs, in percent."),
+    _c("timed_windows", I, "Number of timed windows."),
+    _c("iters_per_window", I, "Iterations per timed window."),
+    # memory
+    _c("peak_mem_gib", F, "Peak allocated memory over the steady phase (CUDA), or process RSS high-water (CPU)."),
+    _c("peak_mem_compile_gib", F, "Peak allocated memory over the whole compiled run, compile/autotune included."),
+    _c("peak_reserved_gib", F, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
+    # eager baseline (same process, model, inputs)
+    _c("eager_throughput_items_s", F, "Eager throughput of the same model/phase/precision/batch, same process."),
+    _c("eager_latency_p50_ms", F, "Eager per-iteration latency p50."),
+    _c("eager_peak_mem_gib", F, "Eager steady peak memory."),
+    _c("speedup_vs_eager", F, "throughput_items_s / eager_throughput_items_s."),
+    _c("mem_ratio_vs_eager", F, "peak_mem_gib / eager_peak_mem_gib."),
+    _c("break_even_iters", F, "compile_s / (eager iter time - compiled iter time); inf when compiling never pays."),
+    # compile health
+    _c("graphs", I, "Unique graphs dynamo captured."),
+    _c("graph_breaks", I, "Graph breaks."),
+    _c("recompiles", I, "Recompilations after the first compile of each frame."),
+    _c("cudagraph_skips", I, "Graphs whose CUDA-graph capture was skipped (reduce-overhead modes)."),
+    _c("recompile_limit_hit", B, "A frame hit torch._dynamo's recompile limit and fell back to eager."),
+    _c("graph_break_reasons", S, "JSON list of distinct graph-break reasons (first 20)."),
+    # accuracy
+    _c("accuracy_ok", B, "Compiled outputs (and, for train, gradients) match eager within accuracy_tol."),
+    _c("max_abs_err", F, "Max absolute difference, compiled vs eager output."),
+    _c("rel_err", F, "||compiled - eager|| / ||eager|| of the output (max over output and gradients in train)."),
+    _c("accuracy_tol", F, "Tolerance applied to rel_err."),
+    # environment
+    _c("sweeper_version", S, "sweeper package version."),
+    _c("git_commit", S, "Commit of the sweeper checkout that launched the sweep, if any."),
+    _c("torch_version", S, "torch.__version__ in the trial process."),
+    _c("cuda_version", S, "torch.version.cuda (null for CPU builds)."),
+    _c("driver_version", S, "NVIDIA driver version (null on CPU)."),
+    _c("device_type", S, "cuda or cpu."),
+    _c("device_name", S, "GPU name, or the CPU model."),
+    _c("gpu_uuid", S, "UUID of the GPU the trial ran on (null on CPU)."),
+    _c("hostname", S, "Host that ran the trial."),
+    _c("node_ip", S, "Ray node IP that ran the trial."),
+    _c("python_version", S, "Python version of the trial process."),
+    _c("started_at", TS, "Trial start (UTC)."),
+    _c("finished_at", TS, "Trial end (UTC)."),
+    _c("trial_wall_s", F, "Wall time of the trial, process starts and both compiles included."),
+]
+
+SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])
+COLUMN_NAMES = [c.name for c in COLUMNS]
+
+
+class ResultsError(ValueError):
+    """Unreadable, corrupt or missing results: the message names the file."""
+
+
+def normalize_row(row: dict[str, Any]) -> dict[str, Any]:
+    """Keep schema columns only, fill the missing ones with null."""
+    unknown = set(row) - set(COLUMN_NAMES)
+    if unknown:
+        raise AssertionError(f"row has columns outside the schema: {sorted(unknown)}")
+    return {name: row.get(name) for name in COLUMN_NAMES}
+
+
+def rows_to_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    rows = [normalize_row(r) for r in rows]
+    for r in rows:
+        for k in ("started_at", "finished_at"):
+            if isinstance(r[k], str):
+                r[k] = pd.Timestamp(r[k]).to_pydatetime()
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write all rows to `path` atomically: a crash leaves the previous file intact."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(rows_to_table(rows), sink, compression="zstd")
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
+
+
+def write_json(path: Path, obj: Any) -> None:
+    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
+
+
+def _read_one(path: Path) -> pd.DataFrame:
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise ResultsError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+    missing_id = {"sweep_id", "trial_id", "status"} - set(table.column_names)
+    if missing_id:
+        raise ResultsError(f"{path}: not a sweeper results file (no {', '.join(sorted(missing_id))} column)")
+    df = table.to_pandas()
+    for name in COLUMN_NAMES:  # files from older versions lack newer columns
+        if name not in df.columns:
+            df[name] = pd.Series([None] * len(df), dtype="object")
+    return df
+
+
+def find_result_files(paths: Iterable[str | Path]) -> list[Path]:
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            found = sorted(f for f in p.rglob("*.parquet") if not f.name.startswith("."))
+            if not found:
+                raise ResultsError(f"{p}: no .parquet files in this directory")
+            files.extend(found)
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise ResultsError(f"{p}: no such file or directory")
+    return files
+
+
+def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """Rows of every results file under `paths`; the same trial of the same sweep once."""
+    files = find_result_files(paths)
+    frames = [_read_one(f) for f in files]
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMN_NAMES)
+    before = len(df)
+    df = df.drop_duplicates(subset=["sweep_id", "trial_id"], keep="last").reset_index(drop=True)
+    if len(df) < before:
+        log.info("dropped %d duplicate rows (same sweep_id and trial_id)", before - len(df))
+    return df

@@ -1,0 +1,58 @@
+"""torchvision models with random weights and random image batches."""
+
+from __future__ import annotations
+
+import torch
+import torchvision
+
+from sweeper.zoo.bundle import Batch, Bundle, xent_loss
+
+
+def _images(size: int, num_classes: int):
+    def make(batch_size: int, seq_len: int | None, gen: torch.Generator) -> Batch:
+        x = torch.randn(batch_size, 3, size, size, generator=gen)
+        y = torch.randint(0, num_classes, (batch_size,), generator=gen)
+        return Batch(args=(x,), items=batch_size, labels=y)
+
+    return make
+
+
+def _tv(name: str, size: int = 224, num_classes: int = 1000, **kwargs) -> Bundle:
+    model = torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
+    return Bundle(model, _images(size, num_classes), xent_loss, task="vision")
+
+
+def resnet18(**kw) -> Bundle:
+    return _tv("resnet18", **kw)
+
+
+def resnet50(**kw) -> Bundle:
+    return _tv("resnet50", **kw)
+
+
+def vit_b_16(**kw) -> Bundle:
+    return _tv("vit_b_16", **kw)
+
+
+def mobilenet_v3_large(**kw) -> Bundle:
+    return _tv("mobilenet_v3_large", **kw)
+
+
+def convnext_tiny(**kw) -> Bundle:
+    return _tv("convnext_tiny", **kw)
+
+
+def efficientnet_b0(**kw) -> Bundle:
+    return _tv("efficientnet_b0", **kw)
+
+
+def resnet18_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
+    return _tv("resnet18", size=size, num_classes=num_classes)
+
+
+def vit_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
+    model = torchvision.models.VisionTransformer(
+        image_size=size, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128,
+        num_classes=num_classes,
+    )
+    return Bundle(model, _images(size, num_classes), xent_loss, task="vision")
