@@ -1,0 +1,125 @@
+"""Command line: sweeper run / validate / models / report / recommend."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+from sweeper import __version__, zoo
+from sweeper.results import ResultsError
+from sweeper.spec import SpecError, load_spec
+from sweeper.sweep import SweepError, SweepState
+from sweeper.trials import expand
+
+log = logging.getLogger("sweeper")
+USER_ERRORS = (SpecError, SweepError, ResultsError)
+
+SUMMARY_COLUMNS = {
+    "model": "model", "mode": "mode", "dynamic": "dynamic", "batch_size": "bs", "seq_len": "seq",
+    "phase": "phase", "precision": "prec", "status": "status", "compile_s": "compile_s",
+    "throughput_items_s": "items/s", "speedup_vs_eager": "speedup", "peak_mem_gib": "peak_GiB",
+}
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    trials, dropped = expand(spec)
+    print(f"{args.spec}: valid; {len(trials)} trials over {len(spec.models)} models")
+    for d in dropped:
+        print(f"  dropped {d.config}: {d.reason}")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    for name in zoo.names():
+        e = zoo.REGISTRY[name]
+        print(f"{name:20s} {e.task:7s} {e.description}")
+    return 0
+
+
+def summary_table(rows: list[dict]) -> str:
+    import pandas as pd
+
+    df = pd.DataFrame(rows)[list(SUMMARY_COLUMNS)].rename(columns=SUMMARY_COLUMNS)
+    df = df.sort_values(["model", "phase", "prec", "bs", "mode"], kind="stable")
+    return df.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    trials, dropped = expand(spec)
+    results_dir = Path(args.results or spec.results_dir or f"results/{spec.name}")
+    state = SweepState.open(spec, results_dir, resume=args.resume or args.retry_failed)
+    todo = state.pending(trials, retry_failed=args.retry_failed)
+    for d in dropped:
+        log.info("dropped %s: %s", d.config, d.reason)
+    from sweeper import runner  # Ray is imported only when a sweep really runs
+
+    t0 = time.monotonic()
+    runner.connect(args.address)
+    device = runner.resolve_device(spec)
+    log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
+             len(trials) - len(todo), device, state.results_path)
+    if todo:
+        runner.run_sweep(state, todo, device)
+    print(summary_table(state.rows) if state.rows else "no rows")
+    log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), time.monotonic() - t0,
+             state.results_path)
+    if not args.no_report and state.rows:
+        from sweeper.report import write_report
+
+        path = write_report(_frame(state), results_dir / "report.html", title=f"sweeper: {spec.name}")
+        print(f"report: {path}")
+    return 0 if len(state.pending(trials)) == 0 else 1
+
+
+def _frame(state: SweepState):
+    from sweeper.results import read_results
+
+    return read_results([state.results_path])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?")
+    ap.add_argument("--version", action="version", version=f"sweeper {__version__}")
+    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)")
+    run.add_argument("spec", help="sweep spec (YAML)")
+    run.add_argument("--results", help="results directory (default: the spec's results_dir or results/NAME)")
+    run.add_argument("--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:10001; "
+                     "default: start a local Ray on this machine")
+    run.add_argument("--resume", action="store_true", help="finish the sweep in --results: run missing trials only")
+    run.add_argument("--retry-failed", action="store_true", help="like --resume, and rerun crashed/timeout trials")
+    run.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
+    run.set_defaults(func=_cmd_run)
+
+    val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing")
+    val.add_argument("spec")
+    val.set_defaults(func=_cmd_validate)
+
+    models = sub.add_parser("models", help="list the model zoo")
+    models.set_defaults(func=_cmd_models)
+
+    from sweeper import report_cmds
+
+    report_cmds.register(sub)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        return args.func(args)
+    except USER_ERRORS as e:
+        print(f"sweeper: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sweeper: interrupted; finished trials are saved (use --resume to finish)", file=sys.stderr)
+        return 130

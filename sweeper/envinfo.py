@@ -1,0 +1,65 @@
+"""The environment a trial ran in: versions, device, host. Recorded in every row."""
+
+from __future__ import annotations
+
+import platform
+import socket
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import sweeper
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+@cache
+def git_commit() -> str | None:
+    """Commit of the sweeper checkout (None for an installed, non-git copy)."""
+    repo = Path(sweeper.__file__).resolve().parent.parent
+    if not (repo / ".git").exists():
+        return None
+    sha = _run(["git", "rev-parse", "HEAD"], cwd=repo)
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=repo)
+    return f"{sha}{'-dirty' if dirty else ''}" if sha else None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_info(device_type: str) -> dict:
+    import torch
+
+    info = {
+        "sweeper_version": sweeper.__version__,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "python_version": platform.python_version(),
+        "hostname": socket.gethostname(),
+        "device_type": device_type,
+        "device_name": _cpu_name(),
+        "gpu_uuid": None,
+        "driver_version": None,
+    }
+    if device_type == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        uuid = getattr(props, "uuid", None)
+        info["device_name"] = props.name
+        if uuid is not None:
+            info["gpu_uuid"] = str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}"
+        smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        info["driver_version"] = smi.splitlines()[0] if smi else None  # one driver per host
+    return info

@@ -1,0 +1,97 @@
+"""Compile health (graphs, breaks, recompiles, cudagraph skips, recompile limit) and accuracy."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import torch
+import torch._dynamo
+from torch._dynamo.utils import counters
+
+_LIMIT_MARKERS = ("recompile_limit", "cache_size_limit", "recompile limit")
+
+
+class _LimitHandler(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if any(m in msg for m in _LIMIT_MARKERS):
+            self.messages.append(msg.splitlines()[0])
+
+
+@dataclass
+class Health:
+    graphs: int = 0
+    graph_breaks: int = 0
+    recompiles: int = 0
+    cudagraph_skips: int = 0
+    recompile_limit_hit: bool = False
+    break_reasons: list[str] = field(default_factory=list)
+
+    def as_row(self) -> dict:
+        return {
+            "graphs": self.graphs,
+            "graph_breaks": self.graph_breaks,
+            "recompiles": self.recompiles,
+            "cudagraph_skips": self.cudagraph_skips,
+            "recompile_limit_hit": self.recompile_limit_hit,
+            "graph_break_reasons": json.dumps(self.break_reasons[:20]),
+        }
+
+
+@contextmanager
+def watch_compiles() -> Iterator[Health]:
+    """Count what dynamo/inductor did inside the block (counters are process-global)."""
+    counters.clear()
+    torch._dynamo.utils.clear_compilation_metrics()
+    handler = _LimitHandler()
+    loggers = [logging.getLogger(n) for n in ("torch._dynamo", "torch._dynamo.convert_frame")]
+    for lg in loggers:
+        lg.addHandler(handler)
+    health = Health()
+    try:
+        yield health
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+        _fill(health, handler)
+
+
+def _fill(health: Health, handler: _LimitHandler) -> None:
+    health.graphs = int(counters["stats"]["unique_graphs"])
+    health.graph_breaks = int(sum(counters["graph_break"].values()))
+    health.break_reasons = sorted(counters["graph_break"])
+    health.cudagraph_skips = int(counters["inductor"]["cudagraph_skips"])
+    metrics = torch._dynamo.utils.get_compilation_metrics()
+    health.recompiles = sum(1 for m in metrics if getattr(m, "recompile_reason", None))
+    health.recompile_limit_hit = bool(handler.messages)
+
+
+def default_tolerance(precision: str, matmul_precision: str) -> float:
+    """Relative-norm tolerance: bf16 and TF32 kernels legitimately differ from eager's order."""
+    if precision == "bf16":
+        return 5e-2
+    return 1e-4 if matmul_precision == "highest" else 1e-2
+
+
+def compare(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
+    """(max abs error, max over tensors of ||got - ref|| / ||ref||), computed in float64."""
+    max_abs, rel = 0.0, 0.0
+    for r, g in zip(ref, got, strict=True):
+        r64, g64 = r.detach().double().cpu(), g.detach().double().cpu()
+        if r64.shape != g64.shape:
+            return float("inf"), float("inf")
+        diff = g64 - r64
+        if not torch.isfinite(g64).all():
+            return float("inf"), float("inf")
+        max_abs = max(max_abs, float(diff.abs().max()) if diff.numel() else 0.0)
+        denom = float(r64.norm())
+        rel = max(rel, float(diff.norm()) / denom if denom > 0 else float(diff.norm()))
+    return max_abs, rel

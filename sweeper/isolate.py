@@ -1,0 +1,131 @@
+"""Run one trial in fresh processes with a hard time limit; turn any ending into a row.
+
+Each trial gets its own empty inductor/Triton cache (a cold compile), then, if asked, a
+second process reuses that cache (a warm compile). A hung process is killed with its
+whole process group; a process that dies (segfault, SIGKILL, host OOM killer) becomes a
+`crashed` row and is retried; OOM and compile errors are never retried (they would fail
+the same way again). No Ray here: the Ray trainable calls `run_trial`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import sweeper
+
+log = logging.getLogger(__name__)
+RETRIED_STATUSES = ("crashed",)
+_STDERR_TAIL = 2000
+
+
+def _pythonpath() -> str:
+    here = str(Path(sweeper.__file__).resolve().parent.parent)
+    rest = os.environ.get("PYTHONPATH")
+    return f"{here}{os.pathsep}{rest}" if rest else here
+
+
+def _child_env(cache_dir: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
+               TRITON_CACHE_DIR=str(cache_dir / "triton"),
+               TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="0",
+               TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE="0",
+               PYTHONPATH=_pythonpath(), PYTHONUNBUFFERED="1")
+    return env
+
+
+def _die_with_parent() -> None:
+    """Linux: the measuring process is killed if the worker that started it dies."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _exit_text(code: int, stderr: str) -> str:
+    if code < 0:
+        name = signal.Signals(-code).name
+        why = " (possibly the host's out-of-memory killer)" if name == "SIGKILL" else ""
+        head = f"process killed by {name}{why}"
+    else:
+        head = f"process exited with code {code} before finishing"
+    tail = stderr.strip()[-_STDERR_TAIL:]
+    return f"{head}; stderr: {tail}" if tail else head
+
+
+def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: float,
+                warm: bool = False) -> dict[str, Any]:
+    """One `python -m sweeper.measure` process; returns its row whatever happens."""
+    tag = "warm" if warm else "cold"
+    trial_file, out_file, err_file = (workdir / f"{tag}.{n}" for n in ("trial.json", "row.json", "stderr"))
+    trial_file.write_text(json.dumps(payload))
+    out_file.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "sweeper.measure", "--trial", str(trial_file), "--out", str(out_file)]
+    if warm:
+        cmd.append("--warm")
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen(cmd, env=_child_env(cache_dir), stdout=subprocess.DEVNULL, stderr=err,
+                                start_new_session=True, preexec_fn=_die_with_parent)
+        try:
+            proc.wait(timeout=max(timeout_s, 1.0))
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(proc)  # also reaps compile workers left in the group
+    row = json.loads(out_file.read_text()) if out_file.exists() else {}
+    if timed_out:
+        row.update(status="timeout", error=f"trial exceeded trial_timeout_s={timeout_s:g}; "
+                   f"killed with its process group while {row.get('status', 'starting')}")
+    elif row.get("status") in (None, "running"):
+        row.update(status="crashed", error=_exit_text(proc.returncode, err_file.read_text(errors="replace")))
+    return row
+
+
+def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
+    """Cold run (retried after a crash), then a warm-cache run for compiled trials."""
+    trial = payload["trial"]
+    timeout_s = float(trial["measure"]["trial_timeout_s"])
+    started, t0 = datetime.now(UTC), time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix=f"sweeper-{trial['trial_id']}-"))
+    try:
+        for attempt in range(1, max_retries + 2):
+            shutil.rmtree(workdir / "cache", ignore_errors=True)  # every attempt compiles cold
+            row = run_process(payload, workdir, workdir / "cache", timeout_s)
+            if row["status"] not in RETRIED_STATUSES:
+                break
+            log.warning("trial %s crashed (attempt %d): %s", trial["trial_id"], attempt, row["error"])
+        row["attempts"] = attempt
+        left = timeout_s - (time.monotonic() - t0)
+        if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:
+            warm = run_process(payload, workdir, workdir / "cache", left, warm=True)
+            if warm.get("status") == "ok":
+                row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"])
+            else:
+                log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    row.update(started_at=started.isoformat(), finished_at=datetime.now(UTC).isoformat(),
+               trial_wall_s=time.monotonic() - t0)
+    return row

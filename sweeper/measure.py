@@ -1,0 +1,236 @@
+"""Run one trial in this process: eager baseline, cold compile, steady timing, memory,
+compile health and accuracy. No Ray here, so one trial can be debugged alone:
+
+    python -m sweeper.measure --trial trial.json --out row.json [--warm]
+
+The row is written to --out (JSON, atomically) after every phase, so whatever was measured
+before a crash or a kill survives. Run it in a fresh process with TORCHINDUCTOR_CACHE_DIR
+pointing at an empty directory to measure a cold compile (the runner does that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import math
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from sweeper import envinfo
+from sweeper.health import Health, compare, default_tolerance, watch_compiles
+from sweeper.results import write_json
+from sweeper.timing import MemoryTracker, WindowStats, calibrate, run_windows, timed_call
+from sweeper.trials import Trial
+from sweeper.workbench import Workbench, build_workbench
+
+log = logging.getLogger(__name__)
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+class TrialFailed(Exception):
+    def __init__(self, status: str, error: str):
+        super().__init__(error)
+        self.status, self.error = status, error
+
+
+def describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    return text if len(text) <= 4000 else text[:4000] + " [...]"
+
+
+def is_oom(exc: BaseException) -> bool:
+    seen: set[int] = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in str(e).lower():
+            return True
+        e = e.__cause__ or e.__context__ or getattr(e, "inner_exception", None)
+    return False
+
+
+def _classify(exc: BaseException, stage: str) -> TrialFailed:
+    if is_oom(exc):
+        return TrialFailed("oom", describe(exc))
+    return TrialFailed("compile_error" if stage == "compile" else "runtime_error", describe(exc))
+
+
+def _steady(wb: Workbench, fn, m: dict[str, Any], mem: MemoryTracker) -> tuple[WindowStats, float]:
+    """Warm up, then time windows; returns the stats and the steady-phase peak memory."""
+    iters = calibrate(fn, wb.device, m["warmup_iters"], m["min_window_iters"], m["min_window_s"])
+    mem.reset()
+    stats = run_windows(fn, wb.device, m["windows"], iters)
+    return stats, mem.peak_gib()
+
+
+def _timing_row(prefix: str, stats: WindowStats, wb: Workbench) -> dict[str, Any]:
+    row = {f"{prefix}throughput_items_s": stats.throughput(wb.items_per_iter),
+           f"{prefix}latency_p50_ms": stats.percentile_ms(50)}
+    if not prefix:
+        row.update(latency_p90_ms=stats.percentile_ms(90), latency_p99_ms=stats.percentile_ms(99),
+                   throughput_spread_pct=stats.spread_pct, timed_windows=len(stats.window_s),
+                   iters_per_window=stats.iters_per_window,
+                   throughput_tokens_s=stats.throughput(wb.tokens_per_iter) if wb.tokens_per_iter else None)
+    return row
+
+
+def measure_eager(wb: Workbench, row: dict[str, Any]) -> WindowStats:
+    mem = MemoryTracker(wb.device)
+    try:
+        stats, peak = _steady(wb, lambda: wb.step(wb.model), wb.trial.measure, mem)
+    except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
+        raise _classify(e, "run") from e
+    row.update(_timing_row("eager_", stats, wb), eager_peak_mem_gib=peak)
+    return stats
+
+
+def _compile(wb: Workbench) -> torch.nn.Module:
+    t, m = wb.trial, wb.trial.measure
+    torch._dynamo.reset()
+    if m.get("recompile_limit"):
+        torch._dynamo.config.recompile_limit = m["recompile_limit"]
+    kwargs: dict[str, Any] = {"backend": m["backend"], "dynamic": t.dynamic}
+    if m["backend"] == "inductor":
+        kwargs["mode"] = t.mode
+    return torch.compile(wb.model, **kwargs)
+
+
+def _first_call(wb: Workbench, compiled: torch.nn.Module) -> float:
+    try:
+        secs, _ = timed_call(lambda: wb.first(compiled), wb.device)
+    except Exception as e:  # noqa: BLE001
+        raise _classify(e, "compile") from e
+    return secs
+
+
+def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emit) -> None:
+    m = wb.trial.measure
+    wb.restore_initial_state()
+    mem = MemoryTracker(wb.device)
+    if wb.device.type == "cuda":
+        torch.cuda.empty_cache()
+    mem.reset()
+    compiled = _compile(wb)
+    health = Health()
+    try:
+        with watch_compiles() as health:
+            row["first_call_s"] = _first_call(wb, compiled)
+            _accuracy(wb, row)
+            emit(row)
+            try:
+                stats, steady_peak = _steady(wb, lambda: wb.step(compiled), m, _PeakKeeper(mem, row))
+            except Exception as e:  # noqa: BLE001
+                raise _classify(e, "run") from e
+    finally:
+        row.update(health.as_row())
+    row.update(_timing_row("", stats, wb), peak_mem_gib=steady_peak,
+               peak_mem_compile_gib=max(row.pop("_peak_before_steady"), steady_peak),
+               peak_reserved_gib=mem.peak_reserved_gib())
+    row["compile_s"] = max(0.0, row["first_call_s"] - stats.median_iter_s)
+    _ratios(row, eager, stats)
+
+
+class _PeakKeeper(MemoryTracker):
+    """Before the steady-phase reset, remember the peak so far (compile and autotune)."""
+
+    def __init__(self, inner: MemoryTracker, row: dict[str, Any]):
+        super().__init__(inner.device)
+        self.row = row
+
+    def reset(self) -> None:
+        self.row["_peak_before_steady"] = self.peak_gib()
+        super().reset()
+
+
+def _ratios(row: dict[str, Any], eager: WindowStats, stats: WindowStats) -> None:
+    row["speedup_vs_eager"] = row["throughput_items_s"] / row["eager_throughput_items_s"]
+    row["mem_ratio_vs_eager"] = row["peak_mem_gib"] / row["eager_peak_mem_gib"] if row["eager_peak_mem_gib"] else None
+    gain = eager.median_iter_s - stats.median_iter_s
+    row["break_even_iters"] = row["compile_s"] / gain if gain > 0 else math.inf
+
+
+def _accuracy(wb: Workbench, row: dict[str, Any]) -> None:
+    m = wb.trial.measure
+    tol = m.get("accuracy_tol") or default_tolerance(wb.trial.precision, m["matmul_precision"])
+    max_abs, rel = compare(wb.reference, wb.first_outputs)
+    row.update(max_abs_err=max_abs, rel_err=rel, accuracy_tol=tol, accuracy_ok=rel <= tol)
+
+
+def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: WindowStats) -> None:
+    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib"):
+        row[k] = row[f"eager_{k}"]
+    row.update(_timing_row("", eager, wb), peak_mem_compile_gib=row["eager_peak_mem_gib"],
+               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(),
+               speedup_vs_eager=1.0, mem_ratio_vs_eager=1.0, accuracy_ok=True, max_abs_err=0.0,
+               rel_err=0.0, graphs=0, graph_breaks=0, recompiles=0, cudagraph_skips=0,
+               recompile_limit_hit=False)
+
+
+def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:
+    """Compile again in this (new) process, whose inductor cache the cold run filled."""
+    compiled = _compile(wb)
+    first = _first_call(wb, compiled)
+    m = wb.trial.measure
+    stats, _ = _steady(wb, lambda: wb.step(compiled), {**m, "windows": 5}, MemoryTracker(wb.device))
+    row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - stats.median_iter_s))
+
+
+def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any]:
+    trial = Trial.from_dict(payload["trial"])
+    device = torch.device(payload.get("device", "cpu"))
+    row: dict[str, Any] = {"status": "running", "error": None,
+                           "started_at": datetime.now(UTC).isoformat(),
+                           "matmul_precision": trial.measure["matmul_precision"],
+                           **envinfo.device_info(device.type)}
+
+    def emit(r: dict[str, Any]) -> None:
+        write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
+
+    emit(row)
+    try:
+        wb = build_workbench(trial, device)
+        if warm:
+            measure_warm(wb, row)
+        else:
+            eager = measure_eager(wb, row)
+            emit(row)
+            if trial.mode == "eager":
+                measure_eager_only(wb, row, eager)
+            else:
+                measure_compiled(wb, row, eager, emit)
+        row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
+        if row["status"] == "inaccurate":
+            row["error"] = f"rel_err {row['rel_err']:.3g} > tolerance {row['accuracy_tol']:.3g}"
+    except TrialFailed as f:
+        row.update(status=f.status, error=f.error)
+    except Exception as e:  # noqa: BLE001 - building the model or its inputs failed
+        failed = _classify(e, "run")
+        row.update(status=failed.status, error=failed.error)
+    row["finished_at"] = datetime.now(UTC).isoformat()
+    emit(row)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweeper.measure", description=__doc__.splitlines()[0])
+    ap.add_argument("--trial", required=True, help="JSON file: {'trial': Trial dict, 'device': 'cuda'|'cpu'}")
+    ap.add_argument("--out", required=True, help="where the row (JSON) is written")
+    ap.add_argument("--warm", action="store_true", help="measure warm compile only")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SWEEPER_LOG", "WARNING"), stream=sys.stderr)
+    payload = json.loads(Path(args.trial).read_text())
+    with contextlib.suppress(KeyboardInterrupt):
+        row = run(payload, Path(args.out), warm=args.warm)
+        log.info("trial %s: %s", payload["trial"]["trial_id"], row["status"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,160 @@
+"""The only module that imports Ray: start or attach to Ray, run each trial as a Ray Tune
+trial (one GPU each by default, anywhere in the cluster), and gather rows on the driver.
+
+Rows travel back as Tune results, so no shared file system is needed; the driver writes
+each one durably the moment it arrives.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "64")
+os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tables, our progress lines only
+
+import ray  # noqa: E402
+from ray import tune  # noqa: E402
+
+from sweeper.spec import SweepSpec  # noqa: E402
+from sweeper.sweep import SweepError, SweepState  # noqa: E402
+from sweeper.trials import Trial  # noqa: E402
+
+log = logging.getLogger(__name__)
+
+
+def connect(address: str | None) -> None:
+    """Attach to `address` (auto, HOST:PORT, ray://HOST:10001) or start a local Ray.
+
+    A local Ray started here has no dashboard and no job API: nothing listens beyond
+    this machine's own processes.
+    """
+    if ray.is_initialized():
+        return
+    for name in ("ray.tune", "ray.train", "ray.air"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
+                              "configure_logging": True}
+    if address:
+        ray.init(address=address, **common)
+    else:
+        ray.init(include_dashboard=False, dashboard_host="127.0.0.1", **common)
+
+
+def resolve_device(spec: SweepSpec) -> str:
+    gpus = ray.cluster_resources().get("GPU", 0)
+    wanted = spec.resources.device
+    if wanted == "cuda" and gpus == 0:
+        raise SweepError("resources.device is 'cuda' but the Ray cluster has no GPUs")
+    return "cuda" if wanted == "cuda" or (wanted == "auto" and gpus > 0) else "cpu"
+
+
+def _trainable(config: dict[str, Any]) -> None:
+    """Runs in a Ray worker: measure in fresh subprocesses, report the row to the driver."""
+    from sweeper.isolate import run_trial
+
+    row = run_trial(config["payload"], max_retries=config["max_retries"])
+    row["node_ip"] = ray.util.get_node_ip_address()
+    tune.report({"row_json": json.dumps(row, default=str)})
+
+
+@dataclass
+class Progress:
+    total: int
+    slots: int
+    started: dict[str, float] = field(default_factory=dict)
+    durations: list[float] = field(default_factory=list)
+    failed: int = 0
+
+    def start(self, tid: str) -> None:
+        self.started[tid] = time.monotonic()
+
+    def finish(self, tid: str, label: str, row: dict[str, Any]) -> None:
+        self.durations.append(time.monotonic() - self.started.pop(tid, time.monotonic()))
+        self.failed += row["status"] != "ok"
+        left = self.total - len(self.durations)
+        eta = statistics.median(self.durations) * left / max(1, min(self.slots, left or 1))
+        status = row["status"] if row["status"] == "ok" else f"{row['status'].upper()}"
+        speed = row.get("speedup_vs_eager")
+        extra = f" speedup {speed:.2f}x" if isinstance(speed, float) else ""
+        log.info("[%d/%d] %-13s %s%s | %d running, %d failed, ~%s left", len(self.durations), self.total,
+                 status, label, extra, len(self.started), self.failed, _fmt_s(eta))
+
+
+def _fmt_s(s: float) -> str:
+    return f"{s / 60:.0f}m{s % 60:02.0f}s" if s >= 60 else f"{s:.0f}s"
+
+
+class _Collector(tune.Callback):
+    """Driver side: each trial's row is written durably as soon as it arrives."""
+
+    def __init__(self, state: SweepState, trials: dict[str, Trial], progress: Progress):
+        self.state, self.trials, self.progress = state, trials, progress
+        self.done: set[str] = set()
+
+    @staticmethod
+    def _tid(trial: Any) -> str:
+        return trial.config["payload"]["trial"]["trial_id"]
+
+    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.progress.start(self._tid(trial))
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
+        tid = self._tid(trial)
+        if "row_json" in result and tid not in self.done:
+            self._record(tid, json.loads(result["row_json"]))
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        tid = self._tid(trial)
+        if tid not in self.done:
+            err = getattr(trial, "error_message", None) or "the Ray worker running this trial died"
+            self._record(tid, {"status": "crashed", "error": str(err).strip()[-2000:],
+                               "attempts": getattr(trial, "num_failures", 1)})
+
+    def _record(self, tid: str, measured: dict[str, Any]) -> None:
+        self.done.add(tid)
+        row = self.state.add(self.trials[tid], measured)
+        self.progress.finish(tid, self.trials[tid].label, row)
+
+
+def _trial_name(trial: Any) -> str:
+    return trial.config["payload"]["trial"]["trial_id"]
+
+
+def run_sweep(state: SweepState, trials: list[Trial], device: str) -> None:
+    """Run `trials` (already filtered for resume) and record every one in `state`."""
+    r = state.spec.resources
+    resources = {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial if device == "cuda" else 0}
+    # CPU trials share the host's cores: run them one at a time unless the spec says otherwise.
+    concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)
+    gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
+    progress = Progress(total=len(trials), slots=concurrent or max(1, gpus))
+    collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
+    payloads = [{"trial": t.to_dict(), "device": device} for t in trials]
+    storage = tempfile.mkdtemp(prefix="sweeper-tune-")
+    try:
+        tuner = tune.Tuner(
+            tune.with_resources(_trainable, resources),
+            param_space={"payload": tune.grid_search(payloads), "max_retries": r.max_retries},
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=concurrent, reuse_actors=False,
+                                        trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
+            run_config=tune.RunConfig(name=state.sweep_id, storage_path=storage, verbose=0,
+                                      callbacks=[collector],
+                                      failure_config=tune.FailureConfig(max_failures=r.max_retries)),
+        )
+        tuner.fit()
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
+    missing = [t for t in trials if t.trial_id not in collector.done]
+    for t in missing:  # Tune ended without a result or an error for these (e.g. interrupted)
+        log.warning("no result for trial %s (%s)", t.trial_id, t.label)
