@@ -1,0 +1,219 @@
+"""Plotly figures of the report, as plain figure dicts (data + layout) ready for plotly.js.
+
+Dicts rather than plotly.graph_objects: a 10,000-trial report builds hundreds of traces and
+validating each one costs more than the rest of the report. Every string taken from the
+data is HTML-escaped here, because plotly.js reads its text as a subset of HTML. Each
+figure carries `expected`, the number of points (bars, heatmap cells) that must render.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from sweeper import rows
+from sweeper.rows import fmt_num
+
+Figure = dict[str, Any]
+
+MODE_COLOURS = {"eager": "#6b7280", "default": "#2563eb", "reduce-overhead": "#ea580c",
+                "max-autotune": "#16a34a", "max-autotune-no-cudagraphs": "#9333ea"}
+_EXTRA_COLOURS = ["#0891b2", "#be185d", "#854d0e", "#4d7c0f", "#1e3a8a"]
+DYNAMIC_SYMBOLS = {"None": "circle", "True": "square", "False": "diamond"}
+DYNAMIC_GLYPHS = {"None": "\u25cf", "True": "\u25a0", "False": "\u25c6"}
+_FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif", "size": 13}
+
+
+def esc(value: Any) -> str:
+    """Data text for plotly: HTML-escaped (plotly.js decodes the entities back)."""
+    return html.escape(str(value), quote=False)
+
+
+def mode_colour(mode: str, known: list[str] | None = None) -> str:
+    if mode in MODE_COLOURS:
+        return MODE_COLOURS[mode]
+    others = sorted(set(known or []) - set(MODE_COLOURS)) or [mode]
+    return _EXTRA_COLOURS[others.index(mode) % len(_EXTRA_COLOURS)] if mode in others else _EXTRA_COLOURS[0]
+
+
+def _layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 15}},
+            "height": height, "font": _FONT, "paper_bgcolor": "#ffffff", "plot_bgcolor": "#f7f8fa",
+            "margin": {"l": 70, "r": 20, "t": 50, "b": 60}, "hoverlabel": {"align": "left"}, **extra}
+
+
+def _axis(title: str, values: pd.Series | None = None, **extra: Any) -> dict[str, Any]:
+    axis = {"title": {"text": title}, "gridcolor": "#e3e6ea", "zeroline": False, **extra}
+    if values is not None and len(values) and values.min() > 0 and values.max() / values.min() > 30:
+        axis.update(type="log", dtick=1 if values.max() / values.min() > 1000 else "D2")
+    return axis
+
+
+def _clean(values: Any) -> list[Any]:
+    """JSON-ready list: NaN and inf become null."""
+    return [None if isinstance(v, float) and not math.isfinite(v) else v
+            for v in (v.item() if hasattr(v, "item") else v for v in values)]
+
+
+def hover_text(df: pd.DataFrame) -> list[str]:
+    """Per-point hover lines: batch, measurements, compile health, trial (the setting is per trace)."""
+    texts = []
+    for r in df.itertuples(index=False):
+        acc = "reference" if r.is_eager else {True: "passed", False: "FAILED"}.get(
+            None if r.accuracy_ok is pd.NA else bool(r.accuracy_ok), "not checked")
+        lines = [f"batch {fmt_num(r.batch_size)}" + (f" · seq {fmt_num(r.seq_len)}" if pd.notna(r.seq_len) else ""),
+                 f"throughput {fmt_num(r.throughput_items_s)} items/s · speedup {fmt_num(r.speedup_vs_eager)}×",
+                 f"peak memory {fmt_num(r.peak_mem_gib)} GiB"
+                 + (f" ({fmt_num(r.peak_mem_compile_gib)} while compiling)" if r.peak_mem_compile_gib > 0 else "")]
+        if not r.is_eager:
+            warm = f" · warm {fmt_num(r.warm_compile_s)} s" if r.warm_compile_s >= 0 else ""
+            lines += [f"compile {fmt_num(r.compile_s)} s cold{warm}",
+                      f"graph breaks {fmt_num(r.graph_breaks)} · recompiles {fmt_num(r.recompiles)} · accuracy {acc}"]
+        lines.append(f"trial {esc(r.trial_id)}")
+        texts.append("<br>".join(lines))
+    return texts
+
+
+def pareto_scatter(ctx: pd.DataFrame, front: pd.Series, title: str) -> Figure | None:
+    """Throughput vs peak memory; colour = mode, symbol = dynamic; front solid, dominated faded."""
+    shown = ctx["status"].eq("ok") & ctx["peak_mem_gib"].gt(0) & ctx["throughput_items_s"].gt(0)
+    if not shown.any():
+        return None
+    data = ctx[shown].assign(_front=front[shown], _backend=ctx.loc[shown, "backend"].fillna(""))
+    data["_text"] = hover_text(data)
+    modes = sorted(data["mode"].unique(), key=_mode_order)
+    groups = data.groupby(["mode", "dynamic_label", "_backend", "_front"], sort=False)
+    order = sorted(groups.groups, key=lambda k: (_mode_order(k[0]), k[1], k[2], not k[3]))
+    traces = [_scatter_trace(groups.get_group(k), *k, modes) for k in order]
+    traces += _key_traces(modes)
+    layout = _layout(title, 500, margin={"l": 70, "r": 250, "t": 50, "b": 60},
+                     legend={"title": {"text": "<b>Colour = mode</b>"}, "x": 1.02, "y": 1, "yanchor": "top",
+                             "groupclick": "togglegroup"},
+                     legend2={"title": {"text": "<b>Symbol = dynamic</b>"}, "x": 1.02, "y": 0.42,
+                              "yanchor": "top", "itemclick": False, "itemdoubleclick": False},
+                     xaxis=_axis("Peak memory, steady state (GiB)", data["peak_mem_gib"]),
+                     yaxis=_axis("Throughput (items/s)", data["throughput_items_s"]))
+    return {"kind": "scatter", "title": title, "expected": int(len(data)), "data": traces, "layout": layout}
+
+
+def _scatter_trace(d: pd.DataFrame, mode: str, dyn: str, backend: str, is_front: bool,
+                   modes: list[str]) -> dict[str, Any]:
+    call = rows.compile_call(mode, dyn, backend or None)
+    head = f"<b>{esc(mode)}</b>" + ("" if mode == rows.EAGER else f" · dynamic={dyn} · {esc(backend)}")
+    status = "<b>on the Pareto front</b>" if is_front else "dominated"
+    # a "%" in data would start a plotly placeholder: write it as an entity, which plotly decodes
+    template = f"{head}<br>%{{text}}<br>{status}<br>{esc(call)}".replace("%", "&#37;").replace(
+        "&#37;{text}", "%{text}") + "<extra></extra>"
+    return {
+        "type": "scatter", "mode": "markers", "name": esc(mode), "legendgroup": f"mode:{mode}", "showlegend": False,
+        "x": _round(d["peak_mem_gib"]), "y": _round(d["throughput_items_s"]),
+        "text": list(d["_text"]), "hovertemplate": template,
+        "marker": {"color": mode_colour(mode, modes), "symbol": DYNAMIC_SYMBOLS.get(dyn, "circle"),
+                   "size": 12 if is_front else 8, "opacity": 1.0 if is_front else 0.28,
+                   "line": {"width": 1.6 if is_front else 0, "color": "#111827"}},
+    }
+
+
+def _round(values: pd.Series) -> list[float | None]:
+    """Four significant digits: enough to place a point, a third of the JSON of full floats."""
+    return _clean(float(f"{v:.4g}") if math.isfinite(v) else v for v in values.astype(float))
+
+
+def _mode_order(mode: str) -> tuple[int, str]:
+    order = list(MODE_COLOURS)
+    return (order.index(mode) if mode in order else len(order), mode)
+
+
+def _key_traces(modes: list[str]) -> list[dict[str, Any]]:
+    """Legend-only traces (no points): one per mode (colour), per dynamic value (symbol), front/dominated."""
+    def key(name: str, legend: str, group: str | None, **marker: Any) -> dict[str, Any]:
+        return {"type": "scatter", "mode": "markers", "x": [None], "y": [None], "name": name, "legend": legend,
+                "legendgroup": group, "showlegend": True, "hoverinfo": "skip",
+                "marker": {"size": 10, "color": "#6b7280", "line": {"width": 0}, **marker}}
+    out = [key(esc(m), "legend", f"mode:{m}", color=mode_colour(m, modes), symbol="square") for m in modes]
+    out += [key(f"dynamic={d}", "legend2", None, symbol=sym) for d, sym in DYNAMIC_SYMBOLS.items()]
+    out.append(key("on Pareto front", "legend2", None, size=12, line={"width": 1.6, "color": "#111827"}))
+    out.append(key("dominated (faded)", "legend2", None, opacity=0.3))
+    return out
+
+
+def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
+    """Best accurate speedup per compile mode x batch size."""
+    data = ctx[~ctx["is_eager"] & rows.accurate(ctx) & ctx["speedup_vs_eager"].gt(0)]
+    if data.empty:
+        return None
+    best = data.loc[data.groupby(["mode", "batch_size"])["speedup_vs_eager"].idxmax()]
+    modes = sorted(best["mode"].unique(), key=_mode_order)
+    batches = sorted(best["batch_size"].unique())
+    z = [[None] * len(batches) for _ in modes]
+    text = [[""] * len(batches) for _ in modes]
+    for _, r in best.iterrows():
+        i, j = modes.index(r["mode"]), batches.index(r["batch_size"])
+        z[i][j] = float(r["speedup_vs_eager"])
+        text[i][j] = f"{esc(r['mode'])}, batch {fmt_num(r['batch_size'])}: {r['speedup_vs_eager']:.2f}× eager" \
+                     f"<br>best with dynamic={esc(r['dynamic_label'])}"
+    logs = np.log2([v for row in z for v in row if v is not None])
+    span = max(0.25, float(np.abs(logs).max()))
+    trace = {"type": "heatmap", "x": [fmt_num(b) for b in batches], "y": [esc(m) for m in modes],
+             "z": z, "text": text, "hovertemplate": "%{text}<extra></extra>",
+             "texttemplate": "%{z:.2f}×", "zmid": 1.0, "zmin": 2 ** -span, "zmax": 2 ** span,
+             "colorscale": [[0, "#c2410c"], [0.5, "#f3f4f6"], [1, "#15803d"]],
+             "colorbar": {"title": {"text": "speedup ×"}}, "xgap": 2, "ygap": 2}
+    layout = _layout(title, 170 + 46 * len(modes), margin={"l": 60, "r": 20, "t": 50, "b": 60},
+                     xaxis=_axis("Batch size (items)", type="category"),
+                     yaxis=_axis("", automargin=True, type="category"))
+    return {"kind": "heatmap", "title": title, "expected": int(len(best)), "data": [trace], "layout": layout}
+
+
+def compile_bars(ctx: pd.DataFrame, title: str) -> Figure | None:
+    """Median cold (and warm, where measured) compile seconds per mode x dynamic."""
+    data = ctx[~ctx["is_eager"] & ctx["status"].eq("ok") & ctx["compile_s"].notna()]
+    if data.empty:
+        return None
+    data = data.assign(_label=data["mode"].map(esc) + ", dynamic=" + data["dynamic_label"])
+    g = data.groupby("_label", sort=False)
+    stats = pd.DataFrame({"cold": g["compile_s"].median(), "warm": g["warm_compile_s"].median(),
+                          "lo": g["compile_s"].min(), "hi": g["compile_s"].max(), "n": g.size()})
+    stats = stats.sort_values("cold")
+    cold_text = [f"{lab}<br>cold compile: median {fmt_num(r.cold)} s (min {fmt_num(r.lo)}, max {fmt_num(r.hi)}; "
+                 f"{r.n} trials)" for lab, r in stats.iterrows()]
+    traces = [{"type": "bar", "orientation": "h", "name": "cold (fresh cache)", "y": list(stats.index),
+               "x": _clean(stats["cold"]), "text": cold_text, "textposition": "none",
+               "hovertemplate": "%{text}<extra></extra>", "marker": {"color": "#2563eb"}}]
+    warm = stats["warm"].notna()
+    if warm.any():
+        traces.append({"type": "bar", "orientation": "h", "name": "warm (cache holds artifacts)",
+                       "y": list(stats.index[warm]), "x": _clean(stats.loc[warm, "warm"]),
+                       "hovertemplate": "%{y}<br>warm compile: median %{x:.3g} s<extra></extra>",
+                       "marker": {"color": "#93c5fd"}})
+    layout = _layout(title, 170 + 30 * len(stats), barmode="group", bargap=0.25,
+                     margin={"l": 60, "r": 20, "t": 50, "b": 100},
+                     legend={"orientation": "h", "x": 0, "y": 0, "yref": "container", "yanchor": "bottom"},
+                     xaxis=_axis("seconds (median over batch sizes)"), yaxis=_axis("", automargin=True))
+    return {"kind": "bar", "title": title, "expected": int(len(stats) + warm.sum()), "data": traces,
+            "layout": layout}
+
+
+def overview_bars(summary: pd.DataFrame) -> Figure | None:
+    """Best accurate speedup vs eager per model context; green = compile wins, orange = eager wins."""
+    data = summary[summary["best_speedup"].notna()].sort_values("best_speedup")
+    if data.empty:
+        return None
+    colours = ["#15803d" if s >= 1.02 else "#c2410c" if s <= 0.98 else "#9ca3af" for s in data["best_speedup"]]
+    labels = [esc(x) for x in data["label"]]
+    text = [f"{lab}<br>best: {esc(s)}<br>{v:.2f}× eager" for lab, s, v in
+            zip(labels, data["best_setting"], data["best_speedup"])]
+    trace = {"type": "bar", "orientation": "h", "y": labels, "x": _clean(data["best_speedup"]),
+             "text": [f"{v:.2f}×" for v in data["best_speedup"]], "textposition": "outside",
+             "customdata": text, "hovertemplate": "%{customdata}<extra></extra>", "marker": {"color": colours}}
+    layout = _layout("Best speedup from compiling, per model (accurate trials only; 1× = eager)",
+                     140 + 30 * len(data), margin={"l": 330, "r": 60, "t": 50, "b": 50}, showlegend=False,
+                     xaxis=_axis("Best throughput speedup vs eager (×)", rangemode="tozero"),
+                     yaxis=_axis("", automargin=True, type="category"),
+                     shapes=[{"type": "line", "x0": 1, "x1": 1, "yref": "paper", "y0": 0, "y1": 1,
+                              "line": {"color": "#111827", "width": 1.5, "dash": "dot"}}])
+    return {"kind": "bar", "title": "overview", "expected": int(len(data)), "data": [trace], "layout": layout}

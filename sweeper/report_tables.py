@@ -1,0 +1,128 @@
+"""HTML tables of the report: per-context summary, Pareto front, failed trials, comparison.
+
+Every value taken from the data is HTML-escaped here. Numeric cells carry their raw value
+in `data-v` so the page's header-click sort orders them as numbers (missing values last).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+
+import pandas as pd
+
+from sweeper import rows
+from sweeper.rows import fmt_num
+
+MAX_ERROR_CHARS = 600
+MAX_TABLE_ROWS = 2000
+
+
+def esc(value: object) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    return html.escape(str(value), quote=True)
+
+
+def td(value: object, nowrap: bool = False) -> str:
+    return f'<td class="nw">{esc(value)}</td>' if nowrap else f"<td>{esc(value)}</td>"
+
+
+def td_num(value: object, digits: int = 3, suffix: str = "") -> str:
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        x = float("nan")
+    raw = "" if pd.isna(x) else repr(x)
+    shown = fmt_num(x, digits) + (suffix if not pd.isna(x) else "")
+    return f'<td class="num" data-v="{raw}">{shown}</td>'
+
+
+def td_code(value: object) -> str:
+    return f"<td><code>{esc(value)}</code></td>"
+
+
+def table(headers: Sequence[str], body_rows: Iterable[str], sortable: bool = True, caption: str = "") -> str:
+    """A table from header texts (escaped here) and ready <tr> rows; long tables scroll."""
+    body = list(body_rows)
+    cls = ' class="sortable"' if sortable else ""
+    head = "".join(f'<th title="click to sort">{esc(h)}</th>' if sortable else f"<th>{esc(h)}</th>"
+                   for h in headers)
+    more = ""
+    if len(body) > MAX_TABLE_ROWS:
+        more = f'<p class="note">Showing the first {MAX_TABLE_ROWS:,} of {len(body):,} rows; the Parquet files hold all.</p>'
+        body = body[:MAX_TABLE_ROWS]
+    cap = f'<p class="note">{caption}</p>' if caption else ""
+    wrap = ' class="tablewrap scroll"' if len(body) > 14 else ' class="tablewrap"'
+    return (f'{cap}<div{wrap}><table{cls}><thead><tr>{head}</tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>{more}')
+
+
+def verdict_cell(verdict: str, css: str) -> str:
+    return f'<td class="{css}">{esc(verdict)}</td>'
+
+
+def summary_table(summary: pd.DataFrame) -> str:
+    headers = ["Model", "Phase · precision · device", "Verdict", "Best accurate compiled setting",
+               "Speedup vs eager", "Cold compile (s)", "Break-even iterations", "Trials ok / all"]
+    body = []
+    for _, s in summary.iterrows():
+        where = " · ".join(str(s[k]) for k in ("phase", "precision", "device_name") if s[k] is not None
+                           and not pd.isna(s[k]))
+        body.append(
+            f'<tr><td><a href="#{s["anchor"]}">{esc(s["model"])}</a></td>' + td(where)
+            + verdict_cell(s["verdict"], s["verdict_css"]) + td(s["best_setting"])
+            + td_num(s["best_speedup"], suffix="×") + td_num(s["best_compile_s"])
+            + td_num(s["break_even_iters"]) + f'<td class="num" data-v="{s["n_ok"]}">{s["n_ok"]} / {s["n"]}</td>'
+            + "</tr>")
+    return table(headers, body)
+
+
+def front_table(front: pd.DataFrame) -> str:
+    headers = ["Mode", "dynamic", "Batch", "Seq len", "Throughput (items/s)", "Speedup (×)",
+               "Peak mem (GiB)", "Cold compile (s)", "Warm compile (s)", "Graph breaks", "Recompiles",
+               "Accuracy", "torch.compile call"]
+    body = []
+    for _, r in front.sort_values("throughput_items_s", ascending=False).iterrows():
+        acc = "reference" if r["is_eager"] else {True: "passed", False: "failed"}.get(
+            None if r["accuracy_ok"] is pd.NA else bool(r["accuracy_ok"]), "not checked")
+        body.append(
+            "<tr>" + td(r["mode"], nowrap=True) + td(r["dynamic_label"]) + td_num(r["batch_size"])
+            + td_num(r["seq_len"]) + td_num(r["throughput_items_s"]) + td_num(r["speedup_vs_eager"])
+            + td_num(r["peak_mem_gib"]) + td_num(r["compile_s"]) + td_num(r["warm_compile_s"])
+            + td_num(r["graph_breaks"]) + td_num(r["recompiles"]) + td(acc)
+            + td_code(rows.compile_call(r["mode"], r["dynamic_label"], r["backend"])) + "</tr>")
+    return table(headers, body)
+
+
+def failed_table(failed: pd.DataFrame) -> str:
+    headers = ["Status", "Setting", "Error", "Attempts", "Trial"]
+    body = []
+    for _, r in failed.iterrows():
+        status = r["status"] if r["status"] != "ok" else "inaccurate"
+        error = r["error"] or (f"rel_err {fmt_num(r['rel_err'])} > tolerance {fmt_num(r['accuracy_tol'])}"
+                               if status == "inaccurate" else "")
+        error = str(error)
+        if len(error) > MAX_ERROR_CHARS:
+            error = error[:MAX_ERROR_CHARS] + " …"
+        body.append("<tr>" + f'<td class="v-fail">{esc(status)}</td>' + td(rows.setting_label(r))
+                    + f'<td class="err">{esc(error)}</td>' + td_num(r["attempts"]) + td(r["trial_id"]) + "</tr>")
+    return table(headers, body)
+
+
+def comparison_table(cmp: pd.DataFrame) -> str:
+    headers = ["Verdict", "Model", "Setting", "Phase", "Precision", "Throughput base → new (items/s)",
+               "Δ throughput %", "Compile base → new (s)", "Δ compile %", "Peak mem base → new (GiB)",
+               "Δ memory %", "What changed"]
+    css = {"now fails": "v-fail", "regression": "v-lose", "still fails": "v-fail", "improvement": "v-win",
+           "fixed": "v-win"}
+    body = []
+    for _, r in cmp.iterrows():
+        pairs = "".join(
+            f"<td class=\"num\">{fmt_num(r[f'{m}_base'])} → {fmt_num(r[f'{m}_new'])}</td>"
+            + td_num(r[f"{m}_change_pct"], digits=2)
+            for m in ("throughput_items_s", "compile_s", "peak_mem_gib"))
+        body.append("<tr>" + verdict_cell(r["verdict"], css.get(r["verdict"], "v-even")) + td(r["model"])
+                    + td(rows.setting_label(r.rename({"dynamic": "dynamic_label"}))) + td(r["phase"])
+                    + td(r["precision"]) + pairs + td(r["changes"]) + "</tr>")
+    return table(headers, body)

@@ -1,0 +1,151 @@
+"""Make a results DataFrame ready for analysis: typed columns, eager rows, speedups, labels.
+
+Shared by pareto, recommend, compare and report. Pure pandas: no torch, no Ray.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from sweeper.results import COLUMN_NAMES
+
+CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend"]
+"""Columns that identify one measured setting across sweeps (used to match base and new runs)."""
+
+CONTEXT_KEYS = ["model", "phase", "precision", "device_name"]
+"""Settings in one context compete with each other; across contexts they are not comparable."""
+
+EAGER = "eager"
+
+_NUMERIC = [
+    "batch_size", "seq_len", "attempts", "compile_s", "first_call_s", "warm_compile_s",
+    "warm_first_call_s", "throughput_items_s", "throughput_tokens_s", "latency_p50_ms",
+    "latency_p90_ms", "latency_p99_ms", "throughput_spread_pct", "peak_mem_gib",
+    "peak_mem_compile_gib", "peak_reserved_gib", "eager_throughput_items_s",
+    "eager_latency_p50_ms", "eager_peak_mem_gib", "speedup_vs_eager", "mem_ratio_vs_eager",
+    "break_even_iters", "graphs", "graph_breaks", "recompiles", "cudagraph_skips",
+    "max_abs_err", "rel_err", "accuracy_tol", "trial_wall_s",
+]
+_TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error"]
+
+
+def prepare(df: pd.DataFrame) -> pd.DataFrame:
+    """A typed copy of `df` with every schema column present and derived columns added.
+
+    Adds `is_eager`, `accuracy_ok` as nullable boolean, `dynamic_label` ("None"/"True"/"False"),
+    fills eager `compile_s` with 0 and missing `speedup_vs_eager` from the eager baseline.
+    """
+    out = df.copy()
+    for name in COLUMN_NAMES:
+        if name not in out.columns:
+            out[name] = pd.Series([None] * len(out), index=out.index, dtype="object")
+    for name in _NUMERIC:
+        out[name] = pd.to_numeric(out[name], errors="coerce").astype("float64")
+    for name in _TEXT:
+        out[name] = out[name].astype("object").where(out[name].notna(), None)
+    out["mode"] = out["mode"].fillna(EAGER)
+    out["model"] = out["model"].fillna("(unnamed model)")
+    out["status"] = out["status"].fillna("unknown")
+    out["is_eager"] = out["mode"].eq(EAGER)
+    out["accuracy_ok"] = _nullable_bool(out["accuracy_ok"])
+    out["dynamic_label"] = out["dynamic"].map(dynamic_text).astype("object")
+    out.loc[out["is_eager"] & out["compile_s"].isna(), "compile_s"] = 0.0
+    out["speedup_vs_eager"] = _fill_speedup(out)
+    return out
+
+
+def _nullable_bool(s: pd.Series) -> pd.Series:
+    def conv(v: object) -> object:
+        if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+            return pd.NA
+        return bool(v)
+    return s.map(conv).astype("boolean")
+
+
+def _fill_speedup(df: pd.DataFrame) -> pd.Series:
+    """speedup_vs_eager where measured, else from the same-process baseline, else from eager rows."""
+    tp = df["throughput_items_s"].to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        from_baseline = tp / df["eager_throughput_items_s"].to_numpy()
+    speedup = df["speedup_vs_eager"].to_numpy(copy=True)
+    speedup = np.where(np.isnan(speedup) & np.isfinite(from_baseline), from_baseline, speedup)
+    is_eager = df["is_eager"].to_numpy()
+    eager = is_eager & df["status"].eq("ok").to_numpy() & (tp > 0)
+    speedup[eager] = 1.0
+    missing = np.isnan(speedup) & ~is_eager & (tp > 0)
+    if missing.any() and eager.any():
+        rel = df[missing | eager]
+        parts = [rel[c].map(str) for c in CONTEXT_KEYS + ["batch_size", "seq_len"]]
+        key = parts[0].str.cat(parts[1:], sep="|").to_numpy()
+        rel_eager = eager[missing | eager]
+        base = pd.Series(tp[eager]).groupby(key[rel_eager]).median()
+        speedup[missing] = tp[missing] / pd.Series(key[~rel_eager]).map(base).to_numpy(dtype=float)
+    return pd.Series(speedup, index=df.index, dtype="float64")
+
+
+def accurate(df: pd.DataFrame) -> pd.Series:
+    """Rows that ran and whose outputs were checked and matched eager (eager rows count as accurate)."""
+    return df["status"].eq("ok") & (df["is_eager"] | df["accuracy_ok"].fillna(False).astype(bool))
+
+
+def not_known_wrong(df: pd.DataFrame) -> pd.Series:
+    """Rows that ran and were not found inaccurate (an unchecked row stays)."""
+    return df["status"].eq("ok") & ~df["accuracy_ok"].eq(False).fillna(False).astype(bool)
+
+
+def dynamic_text(value: object) -> str:
+    """`None`, `True` or `False`, the way torch.compile(dynamic=...) is written."""
+    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+        return "None"
+    if isinstance(value, str):
+        return value if value in ("True", "False") else "None"
+    return str(bool(value))
+
+
+def compile_call(mode: str | None, dynamic: object, backend: str | None) -> str:
+    """The exact line to paste for one setting; for eager, the advice not to compile."""
+    if mode is None or mode == EAGER:
+        return "do not compile: eager wins"
+    args = [f'mode="{mode}"', f"dynamic={dynamic_text(dynamic)}"]
+    if backend and backend != "inductor":
+        args.insert(0, f'backend="{backend}"')
+    return f"torch.compile(model, {', '.join(args)})"
+
+
+def setting_label(row: pd.Series | dict) -> str:
+    """Short human label of one row's setting, e.g. `max-autotune, dynamic=False, batch 64`."""
+    mode = row.get("mode") or EAGER
+    parts = [str(mode)]
+    if mode != EAGER:
+        dyn = row.get("dynamic_label", "None")
+        parts.append(f"dynamic={dyn}")
+        backend = row.get("backend")
+        if backend and backend != "inductor":
+            parts.append(f"backend={backend}")
+    bs = row.get("batch_size")
+    if bs is not None and not pd.isna(bs):
+        parts.append(f"batch {int(bs)}")
+    sl = row.get("seq_len")
+    if sl is not None and not pd.isna(sl):
+        parts.append(f"seq {int(sl)}")
+    return ", ".join(parts)
+
+
+def fmt_num(value: object, digits: int = 3) -> str:
+    """A number for people: 3 significant digits, '—' when missing, 'inf' when infinite."""
+    if value is None or value is pd.NA:
+        return "—"
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return str(value)
+    if np.isnan(x):
+        return "—"
+    if np.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    if abs(x) >= 100:
+        return f"{x:,.0f}"
+    if x == 0 or abs(x) >= 0.01:
+        return f"{x:.{digits}g}"
+    return f"{x:.{digits - 1}e}"

@@ -1,0 +1,151 @@
+"""The report in a real headless Chromium: plots render with the expected points, no script errors,
+no injected markup runs, header-click sort works, and a screenshot is produced.
+
+The page writes its own check (points per plot, errors) into <pre id="sweeper-selfcheck">;
+`--dump-dom` reads it back after plotly has rendered. Skipped only when Chromium is missing
+outside CI; in CI (CI=true) a missing Chromium fails.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from sweeper import report, rows, synthetic
+
+PWN_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
+PWN_SCRIPT = "<script>document.body.setAttribute('data-pwned','script')</script>"
+
+SORT_PROBE = """
+<script>
+(function () {
+  var out = {};
+  var fronts = Array.prototype.filter.call(document.querySelectorAll('section table.sortable'), function (t) {
+    return t.tHead.textContent.indexOf('Throughput') >= 0;
+  });
+  var table = fronts.sort(function (a, b) { return b.tBodies[0].rows.length - a.tBodies[0].rows.length; })[0];
+  var heads = Array.prototype.slice.call(table.tHead.rows[0].cells);
+  var idx = heads.findIndex(function (h) { return h.textContent.indexOf('Throughput') === 0; });
+  function col() {
+    return Array.prototype.map.call(table.tBodies[0].rows, function (r) {
+      return parseFloat(r.cells[idx].getAttribute('data-v'));
+    });
+  }
+  heads[idx].click(); out.asc = col();
+  heads[idx].click(); out.desc = col();
+  var modeIdx = heads.findIndex(function (h) { return h.textContent.indexOf('Mode') === 0; });
+  heads[modeIdx].click();
+  out.modes = Array.prototype.map.call(table.tBodies[0].rows, function (r) { return r.cells[modeIdx].textContent; });
+  var scatters = JSON.parse(document.getElementById('sweeper-figs').textContent)
+    .filter(function (f) { return f.kind === 'scatter'; });
+  var gd = document.getElementById(scatters[0].id);
+  out.title = gd.querySelector('.gtitle').textContent;
+  out.titleTags = gd.querySelectorAll('.gtitle img, .gtitle script').length;
+  var target = scatters.map(function (f) { return document.getElementById(f.id); }).find(function (g) {
+    return g._fullData.some(function (t) { return t.name === 'max-autotune'; });
+  });
+  var curve = target._fullData.findIndex(function (t) { return t.name === 'max-autotune'; });
+  Plotly.Fx.hover(target, [{curveNumber: curve, pointNumber: 0}]);
+  setTimeout(function () {
+    out.hover = target.querySelector('.hoverlayer').textContent;
+    var pre = document.createElement('pre'); pre.id = 'sort-probe'; pre.textContent = JSON.stringify(out);
+    document.body.appendChild(pre);
+  }, 300);
+})();
+</script>
+"""
+
+
+def chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None and Path("/usr/bin/chromium").exists():
+        found = "/usr/bin/chromium"
+    if found:
+        return found
+    if os.environ.get("CI") == "true":
+        pytest.fail("Chromium is required in CI for the report browser test")
+    pytest.skip("Chromium not installed")
+
+
+def run_chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",  # no network at all
+           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def trial_frame() -> pd.DataFrame:
+    data = synthetic.make_rows(360, seed=4, models=["resnet50", "vit_b_16", "bert_base"])
+    data[0] = {**data[0], "model": PWN_IMG}
+    data[1] = {**data[1], "status": "compile_error", "error": f"RuntimeError: {PWN_SCRIPT} {PWN_IMG}"}
+    data += [{**r, "model": "broken", "status": "oom", "error": "CUDA out of memory",
+              "throughput_items_s": None, "peak_mem_gib": None} for r in data[2:5]]
+    data += [{**r, "model": "plain"} for r in data if r["mode"] == "eager"][:4]
+    return pd.DataFrame(data)
+
+
+def expected_counts(df: pd.DataFrame) -> tuple[int, int, int]:
+    """Scatter points, scatter plots and heatmap cells, computed here from the rows, not by the report."""
+    d = rows.prepare(df)
+    plotted = d[d["status"].eq("ok") & d["peak_mem_gib"].gt(0) & d["throughput_items_s"].gt(0)]
+    n_scatter = plotted.groupby(rows.CONTEXT_KEYS, dropna=False).ngroups
+    cells = d[~d["is_eager"] & rows.accurate(d) & d["speedup_vs_eager"].gt(0)]
+    n_cells = len(cells.groupby(rows.CONTEXT_KEYS + ["mode", "batch_size"], dropna=False))
+    return len(plotted), n_scatter, n_cells
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]:
+    tmp = tmp_path_factory.mktemp("browser")
+    df = trial_frame()
+    return report.write_report(df, tmp / "report.html", title=f"browser check {PWN_SCRIPT}"), df
+
+
+def test_plots_render_with_expected_points_and_no_errors(built, tmp_path: Path) -> None:
+    path, df = built
+    probe = tmp_path / "probe.html"
+    probe.write_text(path.read_text().replace("</body></html>", SORT_PROBE + "</body></html>"))
+    out = run_chromium(tmp_path, "--dump-dom", probe.as_uri())
+    assert out.returncode == 0, out.stderr[-2000:]
+    dom = out.stdout
+    check = json.loads(html.unescape(re.search(r'<pre id="sweeper-selfcheck">(.*?)</pre>', dom, re.S).group(1)))
+    assert check["errors"] == []
+    assert check["ok"] is True, check
+    assert "Uncaught" not in out.stderr
+    assert 'data-pwned="' not in dom  # the attribute, set only if injected markup ran
+    by_kind = {k: [p for p in check["plots"] if p["kind"] == k] for k in ("scatter", "heatmap", "bar")}
+    points, n_scatter, n_cells = expected_counts(df)
+    assert len(by_kind["scatter"]) == n_scatter
+    assert sum(p["rendered"] for p in by_kind["scatter"]) == points
+    assert sum(p["data"] for p in by_kind["heatmap"]) == n_cells
+    assert all(p["rendered"] == p["expected"] > 0 for p in by_kind["bar"])
+    assert all(p["rendered"] > 0 for p in by_kind["heatmap"])
+    sort = json.loads(html.unescape(re.search(r'<pre id="sort-probe">(.*?)</pre>', dom, re.S).group(1)))
+    assert len(sort["asc"]) >= 3
+    assert sort["asc"] == sorted(sort["asc"]) and sort["desc"] == sorted(sort["asc"], reverse=True)
+    assert sort["modes"] == sorted(sort["modes"], key=str.lower)
+    assert sort["title"].startswith(PWN_IMG) and sort["titleTags"] == 0  # shown as text, not markup
+    assert 'torch.compile(model, mode="max-autotune", dynamic=' in sort["hover"]
+    assert "items/s" in sort["hover"] and "GiB" in sort["hover"] and "compile" in sort["hover"]
+
+
+def test_screenshot(built, tmp_path: Path) -> None:
+    path, _ = built
+    shot = tmp_path / "report.png"
+    out = run_chromium(tmp_path, "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1280,2400",
+                       path.as_uri())
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert shot.exists() and shot.stat().st_size > 50_000
+    keep = os.environ.get("SWEEPER_SCREENSHOT_DIR")
+    if keep:
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(shot, Path(keep) / "report.png")
