@@ -22,7 +22,7 @@ METRICS: list[tuple[str, str, str]] = [
 ]
 VERDICT_ORDER = ["now fails", "regression", "still fails", "improvement", "fixed",
                  "unchanged", "only in base", "only in new"]
-_KEY_COLS = ["model", "mode", "dynamic_label", "batch_size", "seq_len", "phase", "precision", "backend"]
+_KEY_COLS = ["dynamic_label" if k == "dynamic" else k for k in rows.CONFIG_KEYS]  # labels: None matches None
 
 
 def compare(

@@ -209,16 +209,17 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
     label = esc(s["label"])
     failed = ctx[ctx["status"].ne("ok") | ctx["accuracy_ok"].eq(False).fillna(False).astype(bool)]
     front = ctx[ctx["on_front"]]
-    head = (f"<h3>{label}</h3><p class=\"sub\">{len(ctx)} trials, {s['n_ok']} ok · verdict: "
+    best = s["best_setting"] if isinstance(s["best_setting"], str) else None
+    head = (f"<h3>{label}</h3><p class=\"sub\">{_count(len(ctx), 'trial')}, {s['n_ok']} ok · verdict: "
             f'<span class="{s["verdict_css"]}">{esc(s["verdict"])}</span>'
-            + (f" · best accurate compiled: {esc(s['best_setting'])}" if s["best_setting"] else "") + "</p>")
+            + (f" · best accurate compiled: {esc(best)}" if best else "") + "</p>")
     scatter = page.plot(figs.pareto_scatter(ctx, ctx["on_front"], f"{figs.esc(s['label'])}: throughput vs peak memory"),
                         "No successful trial with memory and throughput: nothing to plot.")
     heat = page.plot(figs.speedup_heatmap(ctx, "Speedup vs eager (×), best accurate trial"),
                      "No accurate compiled trial: no speedup to show.")
     bars = page.plot(figs.compile_bars(ctx, "Compile latency (s)"),
                      "No successful compiled trial: no compile time to show.")
-    front_html = (f"<h4>Pareto front ({len(front)} settings)</h4>" + tables.front_table(front)
+    front_html = (f"<h4>Pareto front ({_count(len(front), 'setting')})</h4>" + tables.front_table(front)
                   if not front.empty else '<p class="empty">No trial on the Pareto front.</p>')
     failed_html = ""
     if not failed.empty:
@@ -226,6 +227,10 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
         failed_html = (f"<details{open_}><summary>Failed or inaccurate trials ({len(failed)})</summary>"
                        + tables.failed_table(failed) + "</details>")
     return head + scatter + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _comparison(base_df: pd.DataFrame, new_df: pd.DataFrame) -> str:

@@ -38,6 +38,7 @@ th, td { text-align:left; padding:4px 8px; border-bottom:1px solid var(--line); 
 th { background:#eef1f5; position:sticky; top:0; }
 td.nw { white-space:nowrap; }
 td code { white-space:normal; }
+td.wrap { word-break:break-word; min-width:200px; max-width:340px; }
 .tablewrap { overflow-x:auto; }
 td.num { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 table.sortable th { cursor:pointer; user-select:none; }

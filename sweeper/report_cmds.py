@@ -33,14 +33,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rep.add_argument("--title", default=DEFAULT_TITLE, help="page title")
     rep.set_defaults(func=cmd_report)
 
-    rec = subparsers.add_parser("recommend", help="the best torch.compile setting for one model, under limits",
-                                description="Pick the fastest accurate setting of MODEL for the work you will "
-                                "run, under memory and compile-time limits; say why the runner-up lost.")
+    rec = subparsers.add_parser(
+        "recommend", help="the best torch.compile setting for one model, under limits",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Pick the fastest accurate setting of MODEL for the work you will run, under memory and\n"
+        "compile-time limits, and say why the runner-up lost. Settings are ranked by the time a fixed\n"
+        "amount of work takes: without --iterations a long run (1 / throughput per item); with it,\n"
+        "compile_s + items / throughput, where items = iterations x batch (--batch-size, else the\n"
+        "largest batch measured), so a bigger batch gets no credit for doing more work per step.\n"
+        "Exit code 1 when no setting meets the limits.")
     rec.add_argument("paths", nargs="+", metavar="PATH", help="results .parquet files or directories")
     rec.add_argument("--model", required=True, help="model name as in the results")
     rec.add_argument("--phase", help="infer or train (needed when the results hold both)")
     rec.add_argument("--precision", help="fp32 or bf16 (needed when the results hold both)")
-    rec.add_argument("--device", dest="device_name", help="device name (needed when the results hold several)")
+    rec.add_argument("--device", dest="device_name", metavar="NAME", help="device name (needed when the results hold several)")
     rec.add_argument("--seq-len", type=int, help="sequence length (needed when the results hold several)")
     rec.add_argument("--batch-size", type=int, help="compare at this batch size only (your batch is fixed)")
     rec.add_argument("--max-memory-gib", type=float, help="peak memory limit, compile transients included")

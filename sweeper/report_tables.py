@@ -28,13 +28,18 @@ def td(value: object, nowrap: bool = False) -> str:
     return f'<td class="nw">{esc(value)}</td>' if nowrap else f"<td>{esc(value)}</td>"
 
 
-def td_num(value: object, digits: int = 3, suffix: str = "") -> str:
+def td_num(value: object, digits: int = 3, suffix: str = "", signed: bool = False,
+           decimals: int | None = None) -> str:
     try:
         x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         x = float("nan")
     raw = "" if pd.isna(x) else repr(x)
-    shown = fmt_num(x, digits) + (suffix if not pd.isna(x) else "")
+    if pd.notna(x) and (signed or decimals is not None):
+        shown = f"{x:+.{decimals or 1}f}" if signed else f"{x:.{decimals}f}"
+    else:
+        shown = fmt_num(x, digits)
+    shown += suffix if not pd.isna(x) else ""
     return f'<td class="num" data-v="{raw}">{shown}</td>'
 
 
@@ -72,7 +77,7 @@ def summary_table(summary: pd.DataFrame) -> str:
         body.append(
             f'<tr><td><a href="#{s["anchor"]}">{esc(s["model"])}</a></td>' + td(where)
             + verdict_cell(s["verdict"], s["verdict_css"]) + td(s["best_setting"])
-            + td_num(s["best_speedup"], suffix="×") + td_num(s["best_compile_s"])
+            + td_num(s["best_speedup"], suffix="×", decimals=2) + td_num(s["best_compile_s"])
             + td_num(s["break_even_iters"]) + f'<td class="num" data-v="{s["n_ok"]}">{s["n_ok"]} / {s["n"]}</td>'
             + "</tr>")
     return table(headers, body)
@@ -88,7 +93,7 @@ def front_table(front: pd.DataFrame) -> str:
             None if r["accuracy_ok"] is pd.NA else bool(r["accuracy_ok"]), "not checked")
         body.append(
             "<tr>" + td(r["mode"], nowrap=True) + td(r["dynamic_label"]) + td_num(r["batch_size"])
-            + td_num(r["seq_len"]) + td_num(r["throughput_items_s"]) + td_num(r["speedup_vs_eager"])
+            + td_num(r["seq_len"]) + td_num(r["throughput_items_s"]) + td_num(r["speedup_vs_eager"], decimals=2)
             + td_num(r["peak_mem_gib"]) + td_num(r["compile_s"]) + td_num(r["warm_compile_s"])
             + td_num(r["graph_breaks"]) + td_num(r["recompiles"]) + td(acc)
             + td_code(rows.compile_call(r["mode"], r["dynamic_label"], r["backend"])) + "</tr>")
@@ -111,7 +116,7 @@ def failed_table(failed: pd.DataFrame) -> str:
 
 
 def comparison_table(cmp: pd.DataFrame) -> str:
-    headers = ["Verdict", "Model", "Setting", "Phase", "Precision", "Throughput base → new (items/s)",
+    headers = ["Verdict", "Model", "Setting", "Phase · precision", "Throughput base → new (items/s)",
                "Δ throughput %", "Compile base → new (s)", "Δ compile %", "Peak mem base → new (GiB)",
                "Δ memory %", "What changed"]
     css = {"now fails": "v-fail", "regression": "v-lose", "still fails": "v-fail", "improvement": "v-win",
@@ -120,9 +125,9 @@ def comparison_table(cmp: pd.DataFrame) -> str:
     for _, r in cmp.iterrows():
         pairs = "".join(
             f"<td class=\"num\">{fmt_num(r[f'{m}_base'])} → {fmt_num(r[f'{m}_new'])}</td>"
-            + td_num(r[f"{m}_change_pct"], digits=2)
+            + td_num(r[f"{m}_change_pct"], signed=True)
             for m in ("throughput_items_s", "compile_s", "peak_mem_gib"))
         body.append("<tr>" + verdict_cell(r["verdict"], css.get(r["verdict"], "v-even")) + td(r["model"])
-                    + td(rows.setting_label(r.rename({"dynamic": "dynamic_label"}))) + td(r["phase"])
-                    + td(r["precision"]) + pairs + td(r["changes"]) + "</tr>")
+                    + td(rows.setting_label(r.rename({"dynamic": "dynamic_label"})))
+                    + td(" · ".join(str(r[k]) for k in ("phase", "precision") if r[k])) + pairs + f'<td class="wrap">{esc(r["changes"])}</td>' + "</tr>")
     return table(headers, body)

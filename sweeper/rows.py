@@ -89,11 +89,6 @@ def accurate(df: pd.DataFrame) -> pd.Series:
     return df["status"].eq("ok") & (df["is_eager"] | df["accuracy_ok"].fillna(False).astype(bool))
 
 
-def not_known_wrong(df: pd.DataFrame) -> pd.Series:
-    """Rows that ran and were not found inaccurate (an unchecked row stays)."""
-    return df["status"].eq("ok") & ~df["accuracy_ok"].eq(False).fillna(False).astype(bool)
-
-
 def dynamic_text(value: object) -> str:
     """`None`, `True` or `False`, the way torch.compile(dynamic=...) is written."""
     if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):

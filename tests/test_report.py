@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -110,7 +111,8 @@ def test_comparison_section(rows: list[dict]) -> None:
 
 def test_scale_benchmark_runs_small(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report_scale.py"), "--trials", "200",
-                          "--out", str(tmp_path / "scale.html")], capture_output=True, text=True, timeout=120)
+                          "--out", str(tmp_path / "scale.html")], capture_output=True, text=True, timeout=120,
+                         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr
     assert "trials: 200" in out.stdout and "MB" in out.stdout
     assert (tmp_path / "scale.html").stat().st_size > 1_000_000
