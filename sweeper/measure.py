@@ -32,6 +32,7 @@ from sweeper.workbench import Workbench, build_workbench
 
 log = logging.getLogger(__name__)
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+_OOM_TEXT = ("out of memory", "can't allocate memory")  # CUDA/HIP; torch's CPU allocator
 
 
 class TrialFailed(Exception):
@@ -50,7 +51,7 @@ def is_oom(exc: BaseException) -> bool:
     e: BaseException | None = exc
     while e is not None and id(e) not in seen:
         seen.add(id(e))
-        if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or "out of memory" in str(e).lower():
+        if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or any(m in str(e).lower() for m in _OOM_TEXT):
             return True
         e = e.__cause__ or e.__context__ or getattr(e, "inner_exception", None)
     return False
@@ -63,9 +64,14 @@ def _classify(exc: BaseException, stage: str) -> TrialFailed:
 
 
 def _steady(wb: Workbench, fn, m: dict[str, Any], mem: MemoryTracker) -> tuple[WindowStats, float]:
-    """Warm up, then time windows; returns the stats and the steady-phase peak memory."""
-    iters = calibrate(fn, wb.device, m["warmup_iters"], m["min_window_iters"], m["min_window_s"])
+    """Warm up, then time windows; returns the stats and the steady-phase peak memory.
+
+    The peak is reset before the warm-up, not after it: CUDA-graph modes record their graphs
+    (and fill their private memory pool) during the warm-up, and replays allocate nothing, so
+    a peak taken over the timed windows alone would leave out the memory those modes hold.
+    """
     mem.reset()
+    iters = calibrate(fn, wb.device, m["warmup_iters"], m["min_window_iters"], m["min_window_s"])
     stats = run_windows(fn, wb.device, m["windows"], iters)
     return stats, mem.peak_gib()
 
