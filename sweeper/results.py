@@ -74,7 +74,7 @@ COLUMNS: list[Column] = [
     _c("timed_windows", I, "Number of timed windows."),
     _c("iters_per_window", I, "Iterations per timed window."),
     # memory
-    _c("peak_mem_gib", F, "Peak allocated memory over the steady phase (CUDA), or process RSS high-water (CPU)."),
+    _c("peak_mem_gib", F, "Peak allocated memory from the warm-up through the timed windows (CUDA; CUDA-graph pools included), or process RSS high-water (CPU)."),
     _c("peak_mem_compile_gib", F, "Peak allocated memory over the whole compiled run, compile/autotune included."),
     _c("peak_reserved_gib", F, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
     # eager baseline (same process, model, inputs)
@@ -107,6 +107,7 @@ COLUMNS: list[Column] = [
     _c("gpu_uuid", S, "UUID of the GPU the trial ran on (null on CPU)."),
     _c("hostname", S, "Host that ran the trial."),
     _c("node_ip", S, "Ray node IP that ran the trial."),
+    _c("node_id", S, "Ray node id that ran the trial (tells apart nodes that share a host and IP)."),
     _c("python_version", S, "Python version of the trial process."),
     _c("started_at", TS, "Trial start (UTC)."),
     _c("finished_at", TS, "Trial end (UTC)."),
@@ -203,3 +204,14 @@ def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
     if len(df) < before:
         log.info("dropped %d duplicate rows (same sweep_id and trial_id)", before - len(df))
     return df
+
+
+def schema_markdown() -> str:
+    """The README's schema table, generated so that the docs cannot drift from the code."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {c.type} | {c.doc.replace('|', '/')} |" for c in COLUMNS]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(schema_markdown())
