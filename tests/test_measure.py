@@ -1,0 +1,82 @@
+"""One trial measured for real on the CPU: in-process (no Ray) and in isolated processes."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from sweeper import isolate, measure
+from sweeper.spec import parse_spec
+from sweeper.trials import expand
+
+from conftest import tiny_spec
+
+
+def _trial(**overrides):
+    trials, _ = expand(parse_spec(tiny_spec(**overrides)))
+    return trials
+
+
+def _payload(trial):
+    return {"trial": trial.to_dict(), "device": "cpu"}
+
+
+def test_compiled_inference_row_has_every_measurement(tmp_path):
+    eager, compiled = _trial()
+    assert (eager.mode, compiled.mode) == ("eager", "default")
+    row = measure.run(_payload(compiled), tmp_path / "row.json")
+    assert row["status"] == "ok", row["error"]
+    assert json.loads((tmp_path / "row.json").read_text())["status"] == "ok"  # emitted to disk
+    for key in ("throughput_items_s", "eager_throughput_items_s", "latency_p50_ms", "latency_p99_ms",
+                "peak_mem_gib", "peak_mem_compile_gib", "eager_peak_mem_gib", "first_call_s"):
+        assert row[key] > 0, key
+    assert row["latency_p50_ms"] <= row["latency_p90_ms"] <= row["latency_p99_ms"]
+    assert row["timed_windows"] == 5 and row["iters_per_window"] >= 2
+    assert row["throughput_tokens_s"] == pytest.approx(row["throughput_items_s"] * 16)
+    assert row["speedup_vs_eager"] == pytest.approx(row["throughput_items_s"] / row["eager_throughput_items_s"])
+    assert row["graphs"] >= 1 and row["recompiles"] == 0 and row["recompile_limit_hit"] is False
+    assert row["accuracy_ok"] is True and row["rel_err"] <= row["accuracy_tol"]
+    assert row["compile_s"] <= row["first_call_s"]
+    assert row["break_even_iters"] > 0 or math.isinf(row["break_even_iters"])
+    assert row["device_type"] == "cpu" and row["torch_version"]
+
+
+def test_eager_row_is_its_own_baseline(tmp_path):
+    eager, _ = _trial()
+    row = measure.run(_payload(eager), tmp_path / "row.json")
+    assert row["status"] == "ok"
+    assert row["speedup_vs_eager"] == 1.0 and row.get("compile_s") is None
+    assert row["throughput_items_s"] == row["eager_throughput_items_s"]
+    assert row["graphs"] == 0
+
+
+def test_training_compares_gradients(tmp_path):
+    (trial,) = [t for t in _trial(models=[{"name": "resnet18-tiny"}], axes={"phase": ["train"]})
+                if t.mode == "default"]
+    row = measure.run(_payload(trial), tmp_path / "row.json")
+    assert row["status"] == "ok", row["error"]
+    assert row["accuracy_ok"] and row["rel_err"] < 1e-3  # aot_eager: same kernels, same gradients
+    assert row["throughput_items_s"] > 0
+
+
+def test_bad_factory_result_is_a_runtime_error_row(tmp_path):
+    (trial,) = [t for t in _trial(models=[{"name": "m", "factory": "json:dumps", "kwargs": {"obj": 1}}])
+                if t.mode == "eager"]
+    row = measure.run(_payload(trial), tmp_path / "row.json")
+    assert row["status"] == "runtime_error"
+    assert "returned str, not an nn.Module" in row["error"]
+
+
+@pytest.mark.slow
+def test_inductor_cold_then_warm_compile_in_fresh_processes():
+    """A real inductor compile in a fresh cache, then again in a new process reusing it."""
+    (trial,) = [t for t in _trial(measure={"backend": "inductor", "warm_compile": True}) if t.mode == "default"]
+    row = isolate.run_trial(_payload(trial), max_retries=0)
+    assert row["status"] == "ok", row["error"]
+    assert row["attempts"] == 1
+    assert row["compile_s"] > 1.0  # codegen + C++ compile of the generated kernels
+    assert 0 < row["warm_compile_s"] < row["compile_s"]  # the FX graph cache served the second process
+    assert row["accuracy_ok"] and row["graphs"] == 1
+    assert row["trial_wall_s"] > row["compile_s"]
