@@ -65,6 +65,7 @@ def _trainable(config: dict[str, Any]) -> None:
 
     row = run_trial(config["payload"], max_retries=config["max_retries"])
     row["node_ip"] = ray.util.get_node_ip_address()
+    row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
     tune.report({"row_json": json.dumps(row, default=str)})
 
 
