@@ -10,9 +10,9 @@ from pathlib import Path
 
 from sweeper import __version__, zoo
 from sweeper.results import ResultsError
-from sweeper.spec import SpecError, load_spec
+from sweeper.spec import SpecError, SweepSpec, load_spec
 from sweeper.sweep import SweepError, SweepState
-from sweeper.trials import expand
+from sweeper.trials import Dropped, Trial, expand
 
 log = logging.getLogger("sweeper")
 USER_ERRORS = (SpecError, SweepError, ResultsError)
@@ -24,9 +24,19 @@ SUMMARY_COLUMNS = {
 }
 
 
+def _expand(spec: SweepSpec, source: str) -> tuple[list[Trial], list[Dropped]]:
+    """The spec's trials; a spec whose every combination is dropped is a mistake, not a sweep."""
+    trials, dropped = expand(spec)
+    if not trials:
+        reasons = "; ".join(f"{d.config}: {d.reason}" for d in dropped[:3])
+        more = f" (and {len(dropped) - 3} more)" if len(dropped) > 3 else ""
+        raise SpecError(f"{source}: no trials to run: every combination was dropped: {reasons}{more}")
+    return trials, dropped
+
+
 def _cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    trials, dropped = expand(spec)
+    trials, dropped = _expand(spec, args.spec)
     print(f"{args.spec}: valid; {len(trials)} trials over {len(spec.models)} models")
     for d in dropped:
         print(f"  dropped {d.config}: {d.reason}")
@@ -43,14 +53,14 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def summary_table(rows: list[dict]) -> str:
     import pandas as pd
 
-    df = pd.DataFrame(rows)[list(SUMMARY_COLUMNS)].rename(columns=SUMMARY_COLUMNS)
+    df = pd.DataFrame(rows).reindex(columns=list(SUMMARY_COLUMNS)).rename(columns=SUMMARY_COLUMNS)
     df = df.sort_values(["model", "phase", "prec", "bs", "mode"], kind="stable")
     return df.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    trials, dropped = expand(spec)
+    trials, dropped = _expand(spec, args.spec)
     results_dir = Path(args.results or spec.results_dir or f"results/{spec.name}")
     state = SweepState.open(spec, results_dir, resume=args.resume or args.retry_failed)
     todo = state.pending(trials, retry_failed=args.retry_failed)
@@ -63,6 +73,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     device = runner.resolve_device(spec)
     log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
              len(trials) - len(todo), device, state.results_path)
+    state.save_manifest()
     if todo:
         runner.run_sweep(state, todo, device)
     print(summary_table(state.rows) if state.rows else "no rows")
@@ -118,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except USER_ERRORS as e:
-        print(f"sweeper: error: {e}", file=sys.stderr)
+        print(f"sweeper: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("sweeper: interrupted; finished trials are saved (use --resume to finish)", file=sys.stderr)
