@@ -28,9 +28,10 @@ def _expand(spec: SweepSpec, source: str) -> tuple[list[Trial], list[Dropped]]:
     """The spec's trials; a spec whose every combination is dropped is a mistake, not a sweep."""
     trials, dropped = expand(spec)
     if not trials:
-        reasons = "; ".join(f"{d.config}: {d.reason}" for d in dropped[:3])
-        more = f" (and {len(dropped) - 3} more)" if len(dropped) > 3 else ""
-        raise SpecError(f"{source}: no trials to run: every combination was dropped: {reasons}{more}")
+        reasons = list(dict.fromkeys(d.reason for d in dropped))
+        more = f" (and {len(reasons) - 3} more reasons)" if len(reasons) > 3 else ""
+        raise SpecError(f"{source}: no trials to run: each of the {len(dropped)} combinations was dropped: "
+                        f"{'; '.join(reasons[:3])}{more}")
     return trials, dropped
 
 

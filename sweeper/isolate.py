@@ -29,19 +29,32 @@ RETRIED_STATUSES = ("crashed",)
 _STDERR_TAIL = 2000
 
 
-def _pythonpath() -> str:
+def user_import_path() -> list[str]:
+    """This process's import directories other than Python's own: the project a spec's
+    `package.module:factory` comes from, a Ray working_dir. The measuring process starts
+    elsewhere (Tune moves workers into trial directories), so it gets them explicitly."""
+    system = [Path(p).resolve() for p in {sys.prefix, sys.base_prefix, sys.exec_prefix}]
+    found: list[str] = []
+    for entry in sys.path:
+        p = Path(entry or os.getcwd()).resolve()
+        if p.is_dir() and not any(p == s or s in p.parents for s in system) and str(p) not in found:
+            found.append(str(p))
+    return found
+
+
+def _pythonpath(extra: list[str]) -> str:
     here = str(Path(sweeper.__file__).resolve().parent.parent)
     rest = os.environ.get("PYTHONPATH")
-    return f"{here}{os.pathsep}{rest}" if rest else here
+    return os.pathsep.join([here, *extra, *user_import_path(), *([rest] if rest else [])])
 
 
-def _child_env(cache_dir: Path) -> dict[str, str]:
+def _child_env(cache_dir: Path, import_path: list[str]) -> dict[str, str]:
     env = dict(os.environ)
     env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
                TRITON_CACHE_DIR=str(cache_dir / "triton"),
                TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="0",
                TORCHINDUCTOR_AUTOTUNE_REMOTE_CACHE="0",
-               PYTHONPATH=_pythonpath(), PYTHONUNBUFFERED="1")
+               PYTHONPATH=_pythonpath(import_path), PYTHONUNBUFFERED="1")
     return env
 
 
@@ -85,7 +98,8 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     if warm:
         cmd.append("--warm")
     with open(err_file, "w") as err:
-        proc = subprocess.Popen(cmd, env=_child_env(cache_dir), stdout=subprocess.DEVNULL, stderr=err,
+        env = _child_env(cache_dir, payload.get("import_path", []))
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True, preexec_fn=_die_with_parent)
         try:
             proc.wait(timeout=max(timeout_s, 1.0))

@@ -15,6 +15,7 @@ import statistics
 import tempfile
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tabl
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
+from sweeper.isolate import user_import_path  # noqa: E402
 from sweeper.spec import SweepSpec  # noqa: E402
 from sweeper.sweep import SweepError, SweepState  # noqa: E402
 from sweeper.trials import Trial  # noqa: E402
@@ -36,8 +38,8 @@ log = logging.getLogger(__name__)
 def connect(address: str | None) -> None:
     """Attach to `address` (auto, HOST:PORT, ray://HOST:10001) or start a local Ray.
 
-    A local Ray started here has no dashboard and no job API: nothing listens beyond
-    this machine's own processes.
+    A local Ray started here has no dashboard and no job API (nothing serves port 8265),
+    and it is always a new one: never a `ray start` cluster found on this machine.
     """
     if ray.is_initialized():
         return
@@ -48,7 +50,7 @@ def connect(address: str | None) -> None:
     if address:
         ray.init(address=address, **common)
     else:
-        ray.init(include_dashboard=False, dashboard_host="127.0.0.1", **common)
+        ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", **common)
 
 
 def resolve_device(spec: SweepSpec) -> str:
@@ -102,12 +104,14 @@ class _Collector(tune.Callback):
     def __init__(self, state: SweepState, trials: dict[str, Trial], progress: Progress):
         self.state, self.trials, self.progress = state, trials, progress
         self.done: set[str] = set()
+        self.started_at: dict[str, datetime] = {}
 
     @staticmethod
     def _tid(trial: Any) -> str:
         return trial.config["payload"]["trial"]["trial_id"]
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self.started_at.setdefault(self._tid(trial), datetime.now(UTC))  # a Tune retry keeps the first
         self.progress.start(self._tid(trial))
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
@@ -118,14 +122,29 @@ class _Collector(tune.Callback):
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         tid = self._tid(trial)
         if tid not in self.done:
-            err = getattr(trial, "error_message", None) or "the Ray worker running this trial died"
-            self._record(tid, {"status": "crashed", "error": str(err).strip()[-2000:],
-                               "attempts": getattr(trial, "num_failures", 1)})
+            now = datetime.now(UTC)
+            started = self.started_at.get(tid, now)
+            self._record(tid, {"status": "crashed", "error": _failure_text(trial),
+                               "attempts": max(1, getattr(trial, "num_failures", 1)),
+                               "started_at": started.isoformat(), "finished_at": now.isoformat(),
+                               "trial_wall_s": (now - started).total_seconds()})
 
     def _record(self, tid: str, measured: dict[str, Any]) -> None:
         self.done.add(tid)
         row = self.state.add(self.trials[tid], measured)
         self.progress.finish(tid, self.trials[tid].label, row)
+
+
+def _failure_text(trial: Any) -> str:
+    """Tune's record of a trial's last failure (a dead worker, a lost node), on one line."""
+    head = "the Ray worker running this trial failed or died"
+    try:
+        text = Path(trial.error_file).read_text(errors="replace")
+    except (OSError, TypeError, AttributeError):
+        return head
+    last = text.rsplit("Failure # ", 1)[-1].partition("\n")[2]  # drop "N (occurred at ...)"
+    last = " ".join(last.split())
+    return f"{head}: {last[:2000]}" if last else head
 
 
 def _trial_name(trial: Any) -> str:
@@ -141,7 +160,8 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str) -> None:
     gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
     progress = Progress(total=len(trials), slots=concurrent or max(1, gpus))
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
-    payloads = [{"trial": t.to_dict(), "device": device} for t in trials]
+    import_path = user_import_path()  # where the driver found the spec's factories
+    payloads = [{"trial": t.to_dict(), "device": device, "import_path": import_path} for t in trials]
     storage = tempfile.mkdtemp(prefix="sweeper-tune-")
     try:
         tuner = tune.Tuner(

@@ -11,10 +11,11 @@ import importlib
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from sweeper import zoo
 
@@ -162,6 +163,16 @@ class Resources(_Strict):
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
 
+    @field_validator("gpus_per_trial")
+    @classmethod
+    def _gpus(cls, v: float, info: ValidationInfo) -> float:
+        if v > 1 and not float(v).is_integer():
+            raise ValueError(f"above 1 it must be a whole number of GPUs (got {v:g})")
+        if v != 1 and info.data.get("device") == "cpu":
+            raise ValueError(f"{v:g} GPUs per trial contradicts device 'cpu' (use device 'cuda' or 'auto')")
+        return v
+
+
 
 class SweepSpec(_Strict):
     name: str
@@ -203,14 +214,38 @@ def _format_error(err: ValidationError) -> str:
         loc = ".".join(str(p) for p in e["loc"] if not str(p).startswith("function-after"))
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            msg = "unknown key"
+            msg = f"unknown key (allowed: {', '.join(_allowed_keys(e['loc']))})"
         elif e["type"] == "literal_error":
             msg = f"{msg} (got {e['input']!r})"
         elif e["type"] in ("greater_than", "greater_than_equal", "less_than_equal", "int_parsing",
-                           "int_type", "float_parsing", "bool_parsing", "list_type", "string_type"):
+                           "int_type", "float_parsing", "bool_parsing", "list_type", "string_type",
+                           "model_type", "dict_type"):
             msg = f"{msg} (got {e['input']!r})"
         parts.append(f"{loc}: {msg}" if loc else msg)
     return "; ".join(parts)
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """The keys of the section that holds an unknown key (`loc` ends with that key)."""
+    models: list[type[BaseModel]] = [SweepSpec]
+    for part in loc[:-1]:
+        field = models[0].model_fields.get(part) if len(models) == 1 and isinstance(part, str) else None
+        if field is not None:
+            models = _models_in(field.annotation)
+        else:  # a union member's tag narrows the choice; a list index or a dict key keeps it
+            models = [m for m in models if part in (m.__name__, *_tags(m))] or models
+    return list(models[0].model_fields) if len(models) == 1 else []
+
+
+def _tags(model: type[BaseModel]) -> tuple[Any, ...]:
+    kind = model.model_fields.get("kind")
+    return get_args(kind.annotation) if kind is not None else ()
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in get_args(annotation) for m in _models_in(arg)]
 
 
 def parse_spec(data: Any, source: str = "spec") -> SweepSpec:
@@ -237,12 +272,25 @@ def check_factory(path: str, source: str) -> None:
         raise SpecError(f"{source}: module {module_name!r} has no callable {attr!r}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (YAML keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True) if key_node.tag != "tag:yaml.org,2002:merge" else None
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key if isinstance(key, (str, int, float, bool)) else None)
+        return super().construct_mapping(node, deep)
+
+
 def load_spec(path: str | Path) -> SweepSpec:
     p = Path(path)
     if not p.is_file():
         raise SpecError(f"{p}: no such spec file")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

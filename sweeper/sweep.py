@@ -41,6 +41,8 @@ class SweepState:
     spec: SweepSpec
     sweep_id: str
     rows: list[dict[str, Any]] = field(default_factory=list)
+    unsaved_manifest: dict[str, Any] | None = None
+    """A new sweep's manifest, written by `save_manifest` once the sweep really starts."""
 
     @property
     def results_path(self) -> Path:
@@ -48,13 +50,16 @@ class SweepState:
 
     @classmethod
     def open(cls, spec: SweepSpec, results_dir: Path, resume: bool) -> SweepState:
+        """Check the directory and read what is there; writes nothing (see `save_manifest`)."""
+        if results_dir.exists() and not results_dir.is_dir():
+            raise SweepError(f"{results_dir}: not a directory; choose another --results directory")
         manifest_path = results_dir / MANIFEST_FILE
         if not manifest_path.exists():
             if (results_dir / RESULTS_FILE).exists():
                 raise SweepError(f"{results_dir}: holds {RESULTS_FILE} but no {MANIFEST_FILE}; "
                                  "choose another --results directory")
             return cls._new(spec, results_dir)
-        manifest = json.loads(manifest_path.read_text())
+        manifest = _read_manifest(manifest_path)
         if not resume:
             raise SweepError(f"{results_dir} already holds sweep {manifest['sweep_id']}: pass --resume to "
                              "finish it, or --results DIR to start a new one")
@@ -76,11 +81,17 @@ class SweepState:
     def _new(cls, spec: SweepSpec, results_dir: Path) -> SweepState:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         state = cls(results_dir, spec, f"{spec.name}-{stamp}-{secrets.token_hex(2)}")
-        write_json(results_dir / MANIFEST_FILE, {
+        state.unsaved_manifest = {
             "sweep_id": state.sweep_id, "spec_name": spec.name, "spec_hash": spec.spec_hash(),
             "spec": _spec_dump(spec), "created_at": datetime.now(UTC).isoformat(),
-            "sweeper_version": __version__, "git_commit": envinfo.git_commit()})
+            "sweeper_version": __version__, "git_commit": envinfo.git_commit()}
         return state
+
+    def save_manifest(self) -> None:
+        """Write a new sweep's manifest (once): from here on the directory belongs to this sweep."""
+        if self.unsaved_manifest is not None:
+            write_json(self.dir / MANIFEST_FILE, self.unsaved_manifest)
+            self.unsaved_manifest = None
 
     def pending(self, trials: list[Trial], retry_failed: bool = False) -> list[Trial]:
         keep = {r["trial_id"] for r in self.rows
@@ -90,9 +101,23 @@ class SweepState:
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
         """Record one finished trial durably; a rerun replaces the trial's previous row."""
         row = make_row(self.sweep_id, self.spec.name, trial, measured)
+        self.save_manifest()
         self.rows = [r for r in self.rows if r["trial_id"] != trial.trial_id] + [row]
         write_rows(self.results_path, self.rows)
         return row
+
+
+def _read_manifest(path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise SweepError(f"{path}: unreadable sweep manifest ({e}); it is left untouched: "
+                         "move the directory aside or choose another --results directory") from None
+    missing = [k for k in ("sweep_id", "spec_hash", "spec") if not isinstance(manifest, dict) or k not in manifest]
+    if missing:
+        raise SweepError(f"{path}: not a sweeper manifest (no {', '.join(missing)}); "
+                         "choose another --results directory")
+    return manifest
 
 
 def _spec_dump(spec: SweepSpec) -> dict[str, Any]:

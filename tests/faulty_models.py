@@ -1,0 +1,163 @@
+"""Test-only model factories that fail for real: specs name them as `faulty_models:make_xxx`.
+
+Each returns a plain nn.Module fed by the spec's `input` section (kind tensor). The faults
+are real, not mocked: an allocation that cannot fit, a compile that raises, a compile that
+hangs (with a child process of its own), a process that kills itself, a dead Ray worker,
+a compiled model whose outputs are wrong.
+
+Compile-only faults use a custom op whose fake (meta) kernel misbehaves: torch.compile runs
+the fake kernel while tracing, eager never does, so the eager baseline stays healthy and
+only the compile fails. (A plain `raise` under `torch.compiler.is_compiling()` is not
+enough: dynamo treats it as a graph break and runs the frame eagerly.)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+
+HANG_CHILD_MARKER = "sweeper-fault-hang-child"
+"""In the command line of the process a hanging compile starts, so a test can look for it."""
+ALLOC_FLOATS = 10**13
+"""40 TB of float32: no host or GPU can hold it."""
+
+
+@torch.library.custom_op("sweeper_faults::refuse_compile", mutates_args=())
+def _refuse_compile(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_refuse_compile.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    raise RuntimeError("injected compile failure: this op cannot be traced")
+
+
+@torch.library.custom_op("sweeper_faults::hang_compile", mutates_args=())
+def _hang_compile(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_hang_compile.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    # A child of its own, as a compile worker would have: the timeout must kill it too.
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", HANG_CHILD_MARKER])
+    while True:
+        time.sleep(1)
+
+
+class _Fault(nn.Module):
+    """A small linear layer; subclasses inject their fault into forward."""
+
+    def __init__(self, features: int = 8):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(x)
+
+
+class _HugeAllocation(_Fault):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scratch = torch.empty(ALLOC_FLOATS, dtype=torch.float32, device=x.device)
+        return self.linear(x) + scratch[:1]
+
+
+class _CompileRaises(_Fault):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _refuse_compile(self.linear(x))
+
+
+class _CompileHangs(_Fault):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _hang_compile(self.linear(x))
+
+
+class _RuntimeFails(_Fault):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("injected runtime failure: bad input shape")
+
+
+class _KillsItself(_Fault):
+    def __init__(self, how: str, once_marker: str | None = None):
+        super().__init__()
+        self.how, self.once_marker = how, once_marker
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.once_marker is not None:  # crash in the first process only: the retry succeeds
+            if os.path.exists(self.once_marker):
+                return self.linear(x)
+            open(self.once_marker, "w").close()
+        if self.how == "segv":
+            ctypes.string_at(0)  # reads address 0: SIGSEGV
+        os.kill(os.getpid(), signal.SIGKILL)
+        return self.linear(x)
+
+
+class _KillsRayWorker(_Fault):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import psutil
+
+        parent = psutil.Process(os.getppid())
+        if not parent.name().startswith("ray::"):  # never kill anything but a Ray worker
+            raise RuntimeError(f"not run by a Ray worker (parent is {parent.name()!r})")
+        parent.kill()
+        time.sleep(60)  # the worker's death takes this process with it (PR_SET_PDEATHSIG)
+        return self.linear(x)
+
+
+class _WrongWhenCompiled(_Fault):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.linear(x)
+        if torch.compiler.is_compiling():
+            y = y + 1.0
+        return y
+
+
+def make_ok(features: int = 8) -> nn.Module:
+    return _Fault(features)
+
+
+def make_oom() -> nn.Module:
+    return _HugeAllocation()
+
+
+def make_compile_error() -> nn.Module:
+    return _CompileRaises()
+
+
+def make_hang() -> nn.Module:
+    return _CompileHangs()
+
+
+def make_runtime_error() -> nn.Module:
+    return _RuntimeFails()
+
+
+def make_sigkill() -> nn.Module:
+    return _KillsItself("sigkill")
+
+
+def make_segfault(once_marker: str | None = None) -> nn.Module:
+    """Segfaults; with `once_marker` (a file path) only until that file exists."""
+    return _KillsItself("segv", once_marker)
+
+
+def make_dead_worker() -> nn.Module:
+    return _KillsRayWorker()
+
+
+def make_inaccurate() -> nn.Module:
+    return _WrongWhenCompiled()
+
+
+def make_slow(seconds: float = 1.0) -> nn.Module:
+    """Healthy, but takes `seconds` to build: gives a test time to act between trials."""
+    time.sleep(seconds)
+    return _Fault()
