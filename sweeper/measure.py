@@ -195,6 +195,10 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
                            "started_at": datetime.now(UTC).isoformat(),
                            "matmul_precision": trial.measure["matmul_precision"],
                            **envinfo.device_info(device.type)}
+    if trial.workload is not None:
+        from sweeper import measure_stream  # imports this module: load it only for streams
+
+        row.update(measure_stream.config_columns(trial))
 
     def emit(r: dict[str, Any]) -> None:
         write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
@@ -202,7 +206,9 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     emit(row)
     try:
         wb = build_workbench(trial, device)
-        if warm:
+        if trial.workload is not None:
+            measure_stream.run(wb, row, emit, warm)
+        elif warm:
             measure_warm(wb, row)
         else:
             eager = measure_eager(wb, row)

@@ -33,7 +33,7 @@ from sweeper import recommend_text, rows
 from sweeper.rows import fmt_num
 
 _CONTEXT_DIMS = [("phase", "--phase"), ("precision", "--precision"), ("device_name", "--device"),
-                 ("seq_len", "--seq-len")]
+                 ("seq_len", "--seq-len"), ("workload", "--workload")]
 
 
 class RecommendError(ValueError):
@@ -102,10 +102,11 @@ def recommend(
     batch_size: int | None = None,
     device_name: str | None = None,
     seq_len: int | None = None,
+    workload: str | None = None,
 ) -> Recommendation:
     """The best setting for `model` under the limits, the runner-up, and why others were left out."""
     data = _select(rows.prepare(df), model, phase=phase, precision=precision,
-                   device_name=device_name, seq_len=seq_len, batch_size=batch_size)
+                   device_name=device_name, seq_len=seq_len, workload=workload, batch_size=batch_size)
     context = {"model": model, **{d: _single(data[d]) for d, _ in _CONTEXT_DIMS}}
     baseline = _baseline_rows(data)
     if not baseline.empty:

@@ -20,6 +20,7 @@ from plotly.offline import get_plotlyjs
 
 from sweeper import report_assets as assets
 from sweeper import report_figures as figs
+from sweeper import report_streams
 from sweeper import report_tables as tables
 from sweeper import rows
 from sweeper.compare import compare
@@ -125,7 +126,8 @@ def context_summary(data: pd.DataFrame) -> pd.DataFrame:
 
 def _verdict(ctx: pd.DataFrame) -> dict[str, Any]:
     compiled = ctx[~ctx["is_eager"]]
-    good = compiled[rows.accurate(compiled) & compiled["speedup_vs_eager"].gt(0)]
+    good = compiled[rows.accurate(compiled) & compiled["speedup_vs_eager"].gt(0)
+                    & ~compiled["fell_back_to_eager"].fillna(False).astype(bool)]
     none = {"best_setting": None, "best_speedup": math.nan, "best_compile_s": math.nan, "break_even_iters": math.nan}
     if not ctx["status"].eq("ok").any():
         return {**none, "verdict": "all trials failed", "verdict_css": "v-fail"}
@@ -226,7 +228,8 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
         open_ = " open" if len(failed) <= 10 else ""
         failed_html = (f"<details{open_}><summary>Failed or inaccurate trials ({len(failed)})</summary>"
                        + tables.failed_table(failed) + "</details>")
-    return head + scatter + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
+    return (head + scatter + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
+            + report_streams.stream_block(ctx, page.plot))
 
 
 def _count(n: int, noun: str) -> str:

@@ -55,6 +55,9 @@ td.v-win, td.v-lose, td.v-even, td.v-fail { white-space:nowrap; }
 .v-even { color:var(--even); font-weight:600; } .v-fail { color:var(--fail); font-weight:600; }
 .scroll { max-height:460px; overflow:auto; border:1px solid var(--line); border-radius:4px; }
 details { margin:6px 0 12px; } summary { cursor:pointer; font-weight:600; }
+.warn { border-left:4px solid var(--fail); background:#fef2f2; padding:8px 12px; border-radius:4px; }
+.rec { border-left:4px solid var(--win); background:#f0fdf4; padding:8px 12px; border-radius:4px; }
+h4 { font-size:15px; margin:18px 0 4px; }
 #sweeper-selfcheck { display:none; }
 footer { color:var(--muted); font-size:12px; margin-top:40px; }
 """

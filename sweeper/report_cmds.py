@@ -48,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rec.add_argument("--precision", help="fp32 or bf16 (needed when the results hold both)")
     rec.add_argument("--device", dest="device_name", metavar="NAME", help="device name (needed when the results hold several)")
     rec.add_argument("--seq-len", type=int, help="sequence length (needed when the results hold several)")
+    rec.add_argument("--workload", help="input stream name (needed when the results hold several)")
     rec.add_argument("--batch-size", type=int, help="compare at this batch size only (your batch is fixed)")
     rec.add_argument("--max-memory-gib", type=float, help="peak memory limit, compile transients included")
     rec.add_argument("--max-compile-s", type=float, help="cold compile time limit in seconds")
@@ -78,7 +79,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         rec = recommend(df, args.model, phase=args.phase, precision=args.precision,
                         max_memory_gib=args.max_memory_gib, max_compile_s=args.max_compile_s,
                         iterations=args.iterations, batch_size=args.batch_size,
-                        device_name=args.device_name, seq_len=args.seq_len)
+                        device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
     except (ResultsError, RecommendError) as e:
         return _fail(e)
     print(json.dumps(rec.to_dict(), indent=2) if args.json else rec.to_text())

@@ -72,7 +72,7 @@ def summary_table(summary: pd.DataFrame) -> str:
                "Speedup vs eager", "Cold compile (s)", "Break-even iterations", "Trials ok / all"]
     body = []
     for _, s in summary.iterrows():
-        where = " · ".join(str(s[k]) for k in ("phase", "precision", "device_name") if s[k] is not None
+        where = " · ".join(str(s[k]) for k in ("phase", "precision", "device_name", "workload") if s[k] is not None
                            and not pd.isna(s[k]))
         body.append(
             f'<tr><td><a href="#{s["anchor"]}">{esc(s["model"])}</a></td>' + td(where)

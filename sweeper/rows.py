@@ -10,10 +10,11 @@ import pandas as pd
 
 from sweeper.results import COLUMN_NAMES
 
-CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend"]
+CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
+               "workload", "bucketing", "mark_dynamic"]
 """Columns that identify one measured setting across sweeps (used to match base and new runs)."""
 
-CONTEXT_KEYS = ["model", "phase", "precision", "device_name"]
+CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
 """Settings in one context compete with each other; across contexts they are not comparable."""
 
 EAGER = "eager"
@@ -26,8 +27,12 @@ _NUMERIC = [
     "eager_latency_p50_ms", "eager_peak_mem_gib", "speedup_vs_eager", "mem_ratio_vs_eager",
     "break_even_iters", "graphs", "graph_breaks", "recompiles", "cudagraph_skips",
     "max_abs_err", "rel_err", "accuracy_tol", "trial_wall_s",
+    "stream_batches", "stream_shapes", "pad_waste", "stream_s", "eager_stream_s", "stream_speedup_vs_eager",
+    "real_tokens_per_s", "eager_real_tokens_per_s", "stream_compile_s", "compile_s_per_shape",
+    "stream_break_even_batches", "accuracy_shapes",
 ]
-_TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error"]
+_TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
+         "workload", "length_source", "bucketing", "notes"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -49,6 +54,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out["status"] = out["status"].fillna("unknown")
     out["is_eager"] = out["mode"].eq(EAGER)
     out["accuracy_ok"] = _nullable_bool(out["accuracy_ok"])
+    out["fell_back_to_eager"] = _nullable_bool(out["fell_back_to_eager"])
+    out["mark_dynamic"] = _nullable_bool(out["mark_dynamic"]).fillna(False).astype(bool)
     out["dynamic_label"] = out["dynamic"].map(dynamic_text).astype("object")
     out.loc[out["is_eager"] & out["compile_s"].isna(), "compile_s"] = 0.0
     out["speedup_vs_eager"] = _fill_speedup(out)
@@ -118,6 +125,12 @@ def setting_label(row: pd.Series | dict) -> str:
         backend = row.get("backend")
         if backend and backend != "inductor":
             parts.append(f"backend={backend}")
+        mark = row.get("mark_dynamic")
+        if isinstance(mark, (bool, np.bool_)) and mark:
+            parts.append("mark_dynamic")
+    bucketing = row.get("bucketing")
+    if isinstance(bucketing, str) and bucketing != "none":
+        parts.append(f"bucketing {bucketing}")
     bs = row.get("batch_size")
     if bs is not None and not pd.isna(bs):
         parts.append(f"batch {int(bs)}")

@@ -17,7 +17,8 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
-from sweeper import zoo
+from sweeper import bucketing, zoo
+from sweeper.spec_workload import WorkloadSpec
 
 Mode = Literal["eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 MODES: tuple[str, ...] = Mode.__args__  # type: ignore[attr-defined]
@@ -122,10 +123,22 @@ class Axes(_Strict):
     phase: list[Phase] = Field(default_factory=lambda: ["infer"])
     precision: list[Precision] = Field(default_factory=lambda: ["fp32"])
     """fp32, or bf16 through torch.autocast."""
+    bucketing: list[str] = Field(default_factory=lambda: ["none"])
+    """Padded length of each batch of a token stream: none, multiple:N, pow2, list:A,B,..., quantile:K."""
+    mark_dynamic: list[bool] = Field(default_factory=lambda: [False])
+    """torch._dynamo.mark_dynamic on every input dimension that varies over a workload's stream."""
 
-    _check = field_validator("mode", "dynamic", "batch_size", "seq_len", "phase", "precision")(
+    _check = field_validator("mode", "dynamic", "batch_size", "seq_len", "phase", "precision",
+                             "bucketing", "mark_dynamic")(
         classmethod(lambda cls, v: _no_dupes(v))
     )
+
+    @field_validator("bucketing")
+    @classmethod
+    def _policies(cls, v: list[str]) -> list[str]:
+        for text in v:
+            bucketing.parse(text)
+        return v
 
 
 class MeasureSpec(_Strict):
@@ -181,6 +194,8 @@ class SweepSpec(_Strict):
     axes: Axes = Field(default_factory=Axes)
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
     resources: Resources = Field(default_factory=Resources)
+    workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
+    """Named input streams; each applies to every model of its task instead of the fixed seq_len grid."""
     results_dir: str | None = None
     """Where rows and the report go; default results/<name>. Relative to the working directory."""
 
@@ -189,6 +204,14 @@ class SweepSpec(_Strict):
     def _slug(cls, v: str) -> str:
         if not _NAME_RE.match(v):
             raise ValueError(f"{v!r} is not a valid sweep name (letters, digits, '_', '.', '-')")
+        return v
+
+    @field_validator("workloads")
+    @classmethod
+    def _workload_names(cls, v: dict[str, WorkloadSpec]) -> dict[str, WorkloadSpec]:
+        for name in v:
+            if not _NAME_RE.match(name):
+                raise ValueError(f"{name!r} is not a valid workload name (letters, digits, '_', '.', '-')")
         return v
 
     @field_validator("models")
@@ -201,6 +224,23 @@ class SweepSpec(_Strict):
         if dupes:
             raise ValueError(f"duplicate model names {', '.join(dupes)}")
         return v
+
+    @model_validator(mode="after")
+    def _stream_axes_need_streams(self) -> SweepSpec:
+        tasks = {w.task for w in self.workloads.values()}
+        if any(b != "none" for b in self.axes.bucketing) and "nlp" not in tasks:
+            raise ValueError("axes.bucketing pads token streams: add a workload with 'lengths'")
+        if True in self.axes.mark_dynamic and not tasks:
+            raise ValueError("axes.mark_dynamic marks dimensions that vary over a stream: add a workload")
+        tasks_by_model = {m.name: m.task for m in self.models}
+        for name, w in self.workloads.items():
+            for m in w.models or []:
+                if tasks_by_model.get(m, w.task) != w.task:
+                    raise ValueError(f"workloads.{name}.models: {m!r} is a {tasks_by_model[m]} model; "
+                                     f"this stream is for {w.task} models")
+                if m not in tasks_by_model:
+                    raise ValueError(f"workloads.{name}.models: no model {m!r} in this spec")
+        return self
 
     def spec_hash(self) -> str:
         """Hash of everything that changes what a trial measures (not its description)."""

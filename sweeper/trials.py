@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper import zoo
-from sweeper.spec import ModelSpec, SweepSpec
+from sweeper import workloads, zoo
+from sweeper.spec import ModelSpec, SpecError, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,13 @@ class Trial:
     phase: str
     precision: str
     measure: dict[str, Any] = field(default_factory=dict)
+    bucketing: str = "none"
+    """Padding policy of a token stream (sweeper.bucketing)."""
+    mark_dynamic: bool = False
+    """Mark the input dimensions that vary over the stream with torch._dynamo.mark_dynamic."""
+    workload: dict[str, Any] | None = None
+    """The stream: name, source (text), seed, steady_passes and the drawn `lengths` (token
+    streams) or `images` ([items, resolution] per batch); None: one fixed-shape batch."""
 
     @property
     def model_name(self) -> str:
@@ -36,6 +44,10 @@ class Trial:
     def label(self) -> str:
         seq = f" seq{self.seq_len}" if self.seq_len else ""
         dyn = "" if self.mode == "eager" else f" dynamic={self.dynamic}"
+        if self.workload is not None:
+            mark = " mark_dynamic" if self.mark_dynamic else ""
+            buck = f" bucketing={self.bucketing}" if "lengths" in self.workload else ""
+            seq = f" stream={self.workload['name']}{buck}{mark}"
         return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,30 +85,87 @@ def _drop_reason(model: ModelSpec, mode: str, seq_len: int | None, spec: SweepSp
     return None
 
 
+def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
+    """Every combination for one model. Settings that cannot apply collapse to their default:
+    eager has no dynamic flag, only token streams bucket, only streams mark dimensions dynamic."""
+    a, task = spec.axes, model.task
+    loads = [n for n, w in spec.workloads.items()
+             if w.task == task and (w.models is None or model.name in w.models)] or [None]
+    for load in loads:
+        seq_lens = [None] if load else _seq_lens(model, task, spec)
+        is_tokens = load is not None and task == "nlp"
+        for phase, precision, bs, seq_len, mode, dynamic, policy, mark in itertools.product(
+                a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing, a.mark_dynamic):
+            if mode == "eager":
+                dynamic = None  # no compile, so no dynamic flag: one eager trial per setting
+            yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
+                   "phase": phase, "precision": precision, "workload": load,
+                   "bucketing": policy if is_tokens else "none",
+                   "mark_dynamic": mark and load is not None and mode != "eager" and dynamic is not True}
+
+
 def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
     """Every combination of the axes, per model, in a stable order."""
-    a = spec.axes
     measure = spec.measure.model_dump(mode="json")
     trials: dict[str, Trial] = {}
     dropped: list[Dropped] = []
+    streams = _Streams(spec)
     for model in spec.models:
-        task = model.task
         mdict = model.model_dump(mode="json")
-        grid = itertools.product(a.phase, a.precision, a.batch_size, _seq_lens(model, task, spec),
-                                 a.mode, a.dynamic)
-        for phase, precision, bs, seq_len, mode, dynamic in grid:
-            if mode == "eager":
-                dynamic = None  # no compile, so no dynamic flag: one eager trial per setting
-            reason = _drop_reason(model, mode, seq_len, spec)
-            config = {"model": mdict, "task": task, "mode": mode, "dynamic": dynamic,
-                      "batch_size": bs, "seq_len": seq_len, "phase": phase,
-                      "precision": precision, "measure": measure}
+        for c in _grid(spec, model):
+            stream = streams.get(c["workload"], c["batch_size"]) if c["workload"] else None
+            reason = _drop_reason(model, c["mode"], c["seq_len"], spec) or _stream_drop_reason(model, c, stream)
+            config = {"model": mdict, **{k: c[k] for k in _BASE_KEYS}, "measure": measure}
             if reason:
-                dropped.append(Dropped(f"{model.name} {mode} bs{bs} seq{seq_len}", reason))
+                where = f"{c['phase']} stream {c['workload']}" if stream else f"seq{c['seq_len']}"
+                dropped.append(Dropped(f"{model.name} {c['mode']} bs{c['batch_size']} {where}", reason))
                 continue
+            if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
+                config.update(bucketing=c["bucketing"], mark_dynamic=c["mark_dynamic"], workload=stream)
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **config))
     return list(trials.values()), _dedupe(dropped)
+
+
+_BASE_KEYS = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
+
+
+def _stream_drop_reason(model: ModelSpec, c: dict[str, Any], stream: dict[str, Any] | None) -> str | None:
+    if stream is None:
+        return None
+    if c["phase"] != "infer":
+        return "stream workloads are measured for inference only"
+    entry = zoo.REGISTRY.get(model.name) if model.factory is None else None
+    longest = max(stream.get("lengths") or [0])
+    if entry and entry.max_seq_len and longest > entry.max_seq_len:
+        return (f"workload {stream['name']!r} has sequences of {longest} tokens, above {model.name}'s "
+                f"{entry.max_seq_len} positions (set its max_len)")
+    return None
+
+
+class _Streams:
+    """Draws each workload's stream once per batch size (files are read, texts tokenized, here)."""
+
+    def __init__(self, spec: SweepSpec):
+        self.spec = spec
+        self.cache: dict[tuple[str, int], dict[str, Any]] = {}
+
+    def get(self, name: str, batch_size: int) -> dict[str, Any]:
+        if (name, batch_size) not in self.cache:
+            self.cache[name, batch_size] = self._draw(name, batch_size)
+        return self.cache[name, batch_size]
+
+    def _draw(self, name: str, batch_size: int) -> dict[str, Any]:
+        w = self.spec.workloads[name]
+        out: dict[str, Any] = {"name": name, "seed": w.seed, "steady_passes": w.steady_passes}
+        if w.images is not None:
+            return {**out, "source": workloads.describe_images(w.images),
+                    "images": workloads.image_plan(w.images, batch_size, w.seed)}
+        try:
+            lengths = workloads.draw_lengths(w.lengths, w.num_batches * batch_size, w.seed)
+        except (workloads.WorkloadError, OSError) as e:
+            raise SpecError(f"workloads.{name}.lengths: {e}") from None
+        return {**out, "source": workloads.describe(w.lengths), "lengths": lengths}
 
 
 def _dedupe(dropped: list[Dropped]) -> list[Dropped]:

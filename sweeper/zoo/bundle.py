@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,9 @@ class Bundle:
     loss: Callable[[Any, Batch], torch.Tensor]
     """Training loss from the model's output and the batch."""
     task: str = "custom"
+    make_padded: Callable[[Sequence[int], int, torch.Generator], Batch] | None = None
+    """(sequence lengths, padded length, generator) -> a right-padded Batch with an attention
+    mask, so padding does not change the outputs at real positions. Token streams need it."""
 
 
 def output_tensor(out: Any) -> torch.Tensor:

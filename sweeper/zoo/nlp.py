@@ -62,8 +62,11 @@ def _bundle(model: nn.Module, vocab: int, kind: str) -> Bundle:
         n = seq_len or 128
         return token_batch(vocab, [n] * batch_size, n, gen, kind)
 
+    def make_padded(lengths: Sequence[int], pad_to: int, gen: torch.Generator) -> Batch:
+        return token_batch(vocab, lengths, pad_to, gen, kind)
+
     model.config.use_cache = False  # no KV cache: a forward pass is the unit measured
-    return Bundle(model, make, _LOSS[kind], task="nlp")
+    return Bundle(model, make, _LOSS[kind], task="nlp", make_padded=make_padded)
 
 
 def bert_base(**kw) -> Bundle:

@@ -1,0 +1,130 @@
+"""The `workloads` section of a spec: input streams of variable-length token batches or of
+image epochs. Validated like the rest of the spec (strict, one-line errors); no torch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Clipped(_Strict):
+    min_len: PositiveInt = 1
+    """Shorter lengths are raised to this."""
+    max_len: PositiveInt | None = None
+    """Longer lengths are cut to this (truncation); None: no limit."""
+
+    @model_validator(mode="after")
+    def _order(self) -> _Clipped:
+        if self.max_len is not None and self.min_len > self.max_len:
+            raise ValueError(f"min_len {self.min_len} is above max_len {self.max_len}")
+        return self
+
+
+class FixedLengths(_Strict):
+    kind: Literal["fixed"]
+    length: PositiveInt
+
+
+class UniformLengths(_Clipped):
+    kind: Literal["uniform"]
+    min_len: PositiveInt
+    max_len: PositiveInt
+
+
+class NormalLengths(_Clipped):
+    kind: Literal["normal"]
+    mean: Annotated[float, Field(gt=0)]
+    std: Annotated[float, Field(ge=0)]
+    max_len: PositiveInt
+
+
+class LogNormalLengths(_Clipped):
+    kind: Literal["lognormal"]
+    mu: float
+    """Mean of the underlying normal: ln(median length), e.g. ln(180) = 5.193."""
+    sigma: Annotated[float, Field(ge=0)]
+    max_len: PositiveInt
+
+
+def _existing_file(v: str) -> str:
+    if not Path(v).is_file():
+        raise ValueError(f"no such file {v!r} (relative paths start at the working directory)")
+    return v
+
+
+class FileLengths(_Clipped):
+    kind: Literal["file"]
+    path: str
+    """One length per line, or a .parquet/.csv file (then `column`)."""
+    column: str | None = None
+    order: Literal["sample", "replay"] = "sample"
+    """sample: draw with replacement (seeded); replay: take the lengths in file order, cycling."""
+
+    _file = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
+
+
+class TextLengths(_Clipped):
+    kind: Literal["text"]
+    path: str
+    """A UTF-8 text file: each non-empty line is one sequence."""
+    tokenizer: str | None = None
+    """Local directory for transformers.AutoTokenizer (no download); None: whitespace words."""
+    order: Literal["sample", "replay"] = "sample"
+
+    _file = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tok_dir(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_dir():
+            raise ValueError(f"no tokenizer directory {v!r} (a local directory; nothing is downloaded)")
+        return v
+
+
+LengthsSpec = Annotated[FixedLengths | UniformLengths | NormalLengths | LogNormalLengths | FileLengths
+                        | TextLengths, Field(discriminator="kind")]
+
+
+class ImagesSpec(_Strict):
+    dataset_size: PositiveInt
+    """Images in one epoch; when batch_size does not divide it, the last batch is partial."""
+    resolutions: list[PositiveInt] = Field(default_factory=list)
+    """Image sizes, one drawn per batch (seeded); empty: the model's own size."""
+
+
+class WorkloadSpec(_Strict):
+    """A stream of batches instead of one fixed shape: token lengths (NLP) or an image epoch (vision)."""
+
+    lengths: LengthsSpec | None = None
+    """Where sequence lengths come from; the stream applies to NLP models."""
+    images: ImagesSpec | None = None
+    """An epoch of images; the stream applies to vision models."""
+    num_batches: PositiveInt = 64
+    """Batches in a token stream (an image stream is one epoch)."""
+    seed: int = 0
+    """Seeds the lengths (or resolutions) and the token ids: the same stream for every trial."""
+    steady_passes: PositiveInt = 3
+    """Passes over the stream after the first one; steady throughput is their median."""
+    models: list[str] | None = None
+    """Names of the spec's models that run this stream; None: every model of its task."""
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> WorkloadSpec:
+        if (self.lengths is None) == (self.images is None):
+            raise ValueError("give exactly one of 'lengths' (token streams) or 'images' (image epochs)")
+        if self.images is not None and "num_batches" in self.model_fields_set:
+            raise ValueError("'num_batches' is for token streams; an image stream is one epoch of dataset_size")
+        return self
+
+    @property
+    def task(self) -> str:
+        return "nlp" if self.lengths is not None else "vision"
+
