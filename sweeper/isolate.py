@@ -9,6 +9,7 @@ the same way again). No Ray here: the Ray trainable calls `run_trial`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -21,6 +22,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 import sweeper
 
@@ -68,11 +71,19 @@ def _die_with_parent() -> None:
         pass
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group, and any descendant that left it (a child calling setsid)."""
+    strays: list[psutil.Process] = []
+    if proc.poll() is None:  # once reaped, its pid may already belong to another process
+        with contextlib.suppress(psutil.Error):
+            strays = psutil.Process(proc.pid).children(recursive=True)
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+    for child in strays:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
     proc.wait()
 
 
@@ -107,9 +118,9 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
         except subprocess.TimeoutExpired:
             timed_out = True
         finally:
-            _kill_group(proc)  # also reaps compile workers left in the group
+            _kill_tree(proc)  # also reaps compile workers left in the group
     row = json.loads(out_file.read_text()) if out_file.exists() else {}
-    if timed_out:
+    if timed_out and row.get("status") in (None, "running"):  # a finished row stands, even if exit hung
         row.update(status="timeout", error=f"trial exceeded trial_timeout_s={timeout_s:g}; "
                    f"killed with its process group while {row.get('status', 'starting')}")
     elif row.get("status") in (None, "running"):

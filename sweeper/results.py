@@ -96,25 +96,6 @@ COLUMNS: list[Column] = [
     _c("max_abs_err", F, "Max absolute difference, compiled vs eager output."),
     _c("rel_err", F, "||compiled - eager|| / ||eager|| of the output (max over output and gradients in train)."),
     _c("accuracy_tol", F, "Tolerance applied to rel_err."),
-    # input streams (trials with a workload; null for fixed-shape trials)
-    _c("workload", S, "Name of the spec's workload (input stream) this trial ran; null: one fixed-shape batch."),
-    _c("length_source", S, "Where the stream's lengths came from, with parameters, e.g. lognormal(mu=5.19, sigma=0.6)."),
-    _c("bucketing", S, "Padding policy of a token stream: none, multiple:N, pow2, list:A,B,..., quantile:K."),
-    _c("mark_dynamic", B, "Input dimensions that vary over the stream were marked with torch._dynamo.mark_dynamic."),
-    _c("stream_batches", I, "Batches in the stream."),
-    _c("stream_shapes", I, "Distinct input shapes in the stream (after bucketing)."),
-    _c("pad_waste", F, "Padding tokens / all tokens computed over the stream (0 = no padding)."),
-    _c("stream_s", F, "End-to-end seconds of the first pass over the stream, every compile and recompile included."),
-    _c("eager_stream_s", F, "The same first pass, eager, same process and batches."),
-    _c("stream_speedup_vs_eager", F, "eager_stream_s / stream_s: the end-to-end gain, compiles paid."),
-    _c("real_tokens_per_s", F, "Real (non-padding) tokens/s over the steady passes after the first (median pass)."),
-    _c("eager_real_tokens_per_s", F, "Eager real tokens/s over the same steady passes."),
-    _c("stream_compile_s", F, "stream_s minus the steady time of the same batches: seconds spent compiling."),
-    _c("compile_s_per_shape", F, "stream_compile_s / stream_shapes: compile cost per distinct shape."),
-    _c("stream_break_even_batches", F, "Batches of this mix after which compiling has paid for itself vs eager; inf if never."),
-    _c("fell_back_to_eager", B, "Hit the recompile limit: later new shapes ran eager. Never a setting to recommend."),
-    _c("accuracy_shapes", I, "Distinct shapes whose first batch was checked against eager (real positions only)."),
-    _c("notes", S, "Warnings about a row that ran, e.g. FELL BACK TO EAGER."),
     # environment
     _c("sweeper_version", S, "sweeper package version."),
     _c("git_commit", S, "Commit of the sweeper checkout that launched the sweep, if any."),
@@ -170,6 +151,18 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    _fsync_dir(path.parent)  # makes the rename itself durable
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:  # some file systems cannot sync a directory; the data itself is synced
+        pass
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:

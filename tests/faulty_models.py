@@ -27,6 +27,7 @@ HANG_CHILD_MARKER = "sweeper-fault-hang-child"
 """In the command line of the process a hanging compile starts, so a test can look for it."""
 ALLOC_FLOATS = 10**13
 """40 TB of float32: no host or GPU can hold it."""
+_hang_pid_dir: str | None = None
 
 
 @torch.library.custom_op("sweeper_faults::refuse_compile", mutates_args=())
@@ -46,8 +47,12 @@ def _hang_compile(x: torch.Tensor) -> torch.Tensor:
 
 @_hang_compile.register_fake
 def _(x: torch.Tensor) -> torch.Tensor:
-    # A child of its own, as a compile worker would have: the timeout must kill it too.
-    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", HANG_CHILD_MARKER])
+    # Children, as a compile would have: the timeout must kill them too, even the one that
+    # left the process group.
+    note_pid = f"open(os.path.join({_hang_pid_dir!r}, str(os.getpid())), 'w').close()" if _hang_pid_dir else ""
+    sleeper = [sys.executable, "-c", f"import os, time; {note_pid}; time.sleep(3600)", HANG_CHILD_MARKER]
+    subprocess.Popen(sleeper)
+    subprocess.Popen(sleeper, start_new_session=True)
     while True:
         time.sleep(1)
 
@@ -132,7 +137,10 @@ def make_compile_error() -> nn.Module:
     return _CompileRaises()
 
 
-def make_hang() -> nn.Module:
+def make_hang(pid_dir: str | None = None) -> nn.Module:
+    """Hangs in compile; the children it starts write their pids into `pid_dir`."""
+    global _hang_pid_dir
+    _hang_pid_dir = pid_dir
     return _CompileHangs()
 
 

@@ -5,6 +5,7 @@ for the many cases, `python -m sweeper` in a subprocess for a few)."""
 from __future__ import annotations
 
 import copy
+import os
 import subprocess
 import sys
 import types
@@ -205,8 +206,6 @@ def test_real_entry_point(case, tmp_path):
 
 
 def _env() -> dict[str, str]:
-    import os
-
     return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
 
 
