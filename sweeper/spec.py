@@ -186,7 +186,6 @@ class Resources(_Strict):
         return v
 
 
-
 class SweepSpec(_Strict):
     name: str
     description: str = ""
