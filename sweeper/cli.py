@@ -22,6 +22,8 @@ SUMMARY_COLUMNS = {
     "phase": "phase", "precision": "prec", "status": "status", "compile_s": "compile_s",
     "throughput_items_s": "items/s", "speedup_vs_eager": "speedup", "peak_mem_gib": "peak_GiB",
 }
+STREAM_COLUMNS = {"workload": "workload", "bucketing": "bucketing", "mark_dynamic": "mark_dyn",
+                  "stream_s": "stream_s", "real_tokens_per_s": "real_tok/s", "fell_back_to_eager": "fell_back"}
 
 
 def _expand(spec: SweepSpec, source: str) -> tuple[list[Trial], list[Dropped]]:
@@ -54,7 +56,10 @@ def _cmd_models(args: argparse.Namespace) -> int:
 def summary_table(rows: list[dict]) -> str:
     import pandas as pd
 
-    df = pd.DataFrame(rows).reindex(columns=list(SUMMARY_COLUMNS)).rename(columns=SUMMARY_COLUMNS)
+    columns = dict(SUMMARY_COLUMNS)
+    if any(r.get("workload") for r in rows):  # stream trials differ by workload and bucketing
+        columns = {**{k: v for k, v in columns.items() if k != "seq_len"}, **STREAM_COLUMNS}
+    df = pd.DataFrame(rows).reindex(columns=list(columns)).rename(columns=columns)
     df = df.sort_values(["model", "phase", "prec", "bs", "mode"], kind="stable")
     return df.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
 

@@ -29,9 +29,7 @@ log = logging.getLogger(__name__)
 
 def config_columns(trial: Trial) -> dict[str, Any]:
     """The stream's settings as row columns (written first, so even a crashed row has them)."""
-    w = trial.workload or {}
-    return {"bucketing": trial.bucketing, "mark_dynamic": trial.mark_dynamic,
-            "workload": w.get("name"), "length_source": w.get("source")}
+    return trial.stream_columns()
 
 
 @dataclass

@@ -50,6 +50,12 @@ class Trial:
             seq = f" stream={self.workload['name']}{buck}{mark}"
         return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
 
+    def stream_columns(self) -> dict[str, Any]:
+        """The stream settings as row columns (fixed-shape trials: no workload, no bucketing)."""
+        w = self.workload or {}
+        return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic,
+                "workload": w.get("name"), "length_source": w.get("source")}
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
