@@ -26,7 +26,6 @@ from sweeper import rows
 from sweeper.compare import compare
 from sweeper.pareto import pareto_front
 from sweeper.results import atomic_write_bytes
-from sweeper.rows import fmt_num
 from sweeper.report_tables import esc
 
 log = logging.getLogger(__name__)

@@ -60,26 +60,27 @@ def _existing_file(v: str) -> str:
     return v
 
 
-class FileLengths(_Clipped):
-    kind: Literal["file"]
+class _FromFile(_Clipped):
     path: str
-    """One length per line, or a .parquet/.csv file (then `column`)."""
-    column: str | None = None
     order: Literal["sample", "replay"] = "sample"
     """sample: draw with replacement (seeded); replay: take the lengths in file order, cycling."""
 
     _file = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
 
-class TextLengths(_Clipped):
+class FileLengths(_FromFile):
+    """`path`: one length per line, or a .parquet/.csv file (then `column`)."""
+
+    kind: Literal["file"]
+    column: str | None = None
+
+
+class TextLengths(_FromFile):
+    """`path`: a UTF-8 text file; each non-empty line is one sequence."""
+
     kind: Literal["text"]
-    path: str
-    """A UTF-8 text file: each non-empty line is one sequence."""
     tokenizer: str | None = None
     """Local directory for transformers.AutoTokenizer (no download); None: whitespace words."""
-    order: Literal["sample", "replay"] = "sample"
-
-    _file = field_validator("path")(classmethod(lambda cls, v: _existing_file(v)))
 
     @field_validator("tokenizer")
     @classmethod

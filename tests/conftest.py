@@ -27,6 +27,22 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.fixture
+def no_ray(monkeypatch):
+    """Any attempt to start or join Ray fails the test (the runner module is replaced)."""
+    import types
+
+    import sweeper
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("Ray was started")
+
+    fake = types.ModuleType("sweeper.runner")
+    fake.connect = fake.run_sweep = fake.resolve_device = refuse
+    monkeypatch.setitem(sys.modules, "sweeper.runner", fake)
+    monkeypatch.setattr(sweeper, "runner", fake, raising=False)
+
+
 def write_spec(tmp_path: Path, spec: dict[str, Any], name: str = "spec.yaml") -> Path:
     path = tmp_path / name
     path.write_text(yaml.safe_dump(spec, sort_keys=False))

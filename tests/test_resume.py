@@ -138,20 +138,6 @@ def test_driver_killed_then_resumed(ray_local, tmp_path):
 
 # ---- what resume refuses, in one line, touching nothing ----------------------------------
 
-@pytest.fixture
-def no_ray(monkeypatch):
-    import types
-
-    import sweeper
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("Ray was started")
-    fake = types.ModuleType("sweeper.runner")
-    fake.connect = fake.run_sweep = fake.resolve_device = refuse
-    monkeypatch.setitem(sys.modules, "sweeper.runner", fake)
-    monkeypatch.setattr(sweeper, "runner", fake, raising=False)
-
-
 def _snapshot(d: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
 

@@ -8,14 +8,12 @@ import copy
 import os
 import subprocess
 import sys
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-import sweeper
 from sweeper.cli import main
 from sweeper.results import write_rows
 
@@ -129,17 +127,6 @@ def _write(tmp_path: Path, change: Any) -> Path:
     else:
         path.write_text(yaml.safe_dump(change(tiny_spec("bad")), sort_keys=False))
     return path
-
-
-@pytest.fixture
-def no_ray(monkeypatch):
-    """Any attempt to start or join Ray fails the test (the runner module is replaced)."""
-    def refuse(*args, **kwargs):
-        raise AssertionError("Ray was started for a bad spec")
-    fake = types.ModuleType("sweeper.runner")
-    fake.connect = fake.run_sweep = fake.resolve_device = refuse
-    monkeypatch.setitem(sys.modules, "sweeper.runner", fake)
-    monkeypatch.setattr(sweeper, "runner", fake, raising=False)
 
 
 def _one_line_error(capsys) -> str:
