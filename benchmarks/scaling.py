@@ -71,20 +71,22 @@ def summarize(path: Path) -> dict:
     return {"run": path.name, "gpus": len(busy), "trials": len(df), "ok": int((df.status == "ok").sum()),
             "wall_s": wall_s, "trials_per_min": len(df) / wall_s * 60,
             "busy": busy, "median_gap_s": gap_s,
-            "median_overhead_s": float((df.trial_wall_s - inside).median())}
+            "median_overhead_s": float((df.trial_wall_s - inside).median()),
+            "median_setup_s": float(pd.to_numeric(df["setup_s"], errors="coerce").median())}
 
 
 def analyze(paths: list[Path], markdown: bool) -> None:
     rows = sorted((summarize(p) for p in paths), key=lambda r: r["gpus"])
     base = rows[0]
-    lines = ["| GPUs | trials (ok) | wall s | trials/min | speedup | efficiency | busy per GPU | gap s | overhead s/trial |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| GPUs | trials (ok) | wall s | trials/min | speedup | efficiency | busy per GPU | gap s "
+             "| overhead s/trial | setup s/process |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         speedup = base["wall_s"] / r["wall_s"] * (r["trials"] / base["trials"])
         eff = speedup / (r["gpus"] / base["gpus"])
         busy = ", ".join(f"{v:.2f}" for v in r["busy"].values())
         lines.append(f"| {r['gpus']} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['trials_per_min']:.2f} | "
-                     f"{speedup:.2f}x | {eff:.2f} | {busy} | {r['median_gap_s']:.1f} | {r['median_overhead_s']:.1f} |")
+                     f"{speedup:.2f}x | {eff:.2f} | {busy} | {r['median_gap_s']:.1f} | {r['median_overhead_s']:.1f} | "
+                     f"{r['median_setup_s']:.1f} |")
     print("\n".join(lines) if markdown else json.dumps(rows, indent=2, default=str))
 
 

@@ -17,10 +17,12 @@ import logging
 import math
 import os
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import torch
 
 from sweeper import envinfo
@@ -206,6 +208,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     emit(row)
     try:
         wb = build_workbench(trial, device)
+        row["setup_s"] = time.time() - psutil.Process().create_time()
         if trial.workload is not None:
             measure_stream.run(wb, row, emit, warm)
         elif warm:

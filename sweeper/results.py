@@ -131,6 +131,7 @@ COLUMNS: list[Column] = [
     _c("started_at", TS, "Trial start (UTC)."),
     _c("finished_at", TS, "Trial end (UTC)."),
     _c("trial_wall_s", F, "Wall time of the trial, process starts and both compiles included."),
+    _c("setup_s", F, "Measuring process start to model, batch and eager reference ready (interpreter, imports, CUDA init, build)."),
 ]
 
 SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])
