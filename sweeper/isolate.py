@@ -51,8 +51,10 @@ def _pythonpath(extra: list[str]) -> str:
     return os.pathsep.join([here, *extra, *user_import_path(), *([rest] if rest else [])])
 
 
-def _child_env(cache_dir: Path, import_path: list[str]) -> dict[str, str]:
+def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
+    if measure.get("compile_threads"):
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(measure["compile_threads"])
     env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
                TRITON_CACHE_DIR=str(cache_dir / "triton"),
                TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="0",
@@ -109,7 +111,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     if warm:
         cmd.append("--warm")
     with open(err_file, "w") as err:
-        env = _child_env(cache_dir, payload.get("import_path", []))
+        env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"])
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True, preexec_fn=_die_with_parent)
         try:

@@ -112,7 +112,9 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
 
 def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
     """Every combination of the axes, per model, in a stable order."""
-    measure = spec.measure.model_dump(mode="json")
+    # settings added after the first release enter the config (and the id) only when set
+    unset = {"compile_threads"} if spec.measure.compile_threads is None else None
+    measure = spec.measure.model_dump(mode="json", exclude=unset)
     trials: dict[str, Trial] = {}
     dropped: list[Dropped] = []
     streams = _Streams(spec)

@@ -81,3 +81,11 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
     assert 0 < row["warm_compile_s"] < row["compile_s"]  # the FX graph cache served the second process
     assert row["accuracy_ok"] and row["graphs"] == 1
     assert row["trial_wall_s"] > row["compile_s"] + row["setup_s"]
+
+
+def test_compile_threads_reach_the_measuring_process(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    env = isolate._child_env(tmp_path, [], {"compile_threads": 3})
+    assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "3"
+    assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
+    assert "TORCHINDUCTOR_COMPILE_THREADS" not in isolate._child_env(tmp_path, [], {})

@@ -58,3 +58,12 @@ def test_trial_round_trips_through_json_dict():
     t = trials[3]
     assert Trial.from_dict(t.to_dict()) == t
     assert t.label.startswith(t.model_name)
+
+
+def test_compile_threads_enters_the_config_only_when_set():
+    plain, _ = expand(_spec())
+    capped_spec = parse_spec({**_spec().model_dump(mode="json"), "measure": {"compile_threads": 4}})
+    capped, _ = expand(capped_spec)
+    assert all("compile_threads" not in t.measure for t in plain)
+    assert all(t.measure["compile_threads"] == 4 for t in capped)
+    assert not {t.trial_id for t in plain} & {t.trial_id for t in capped}
