@@ -165,7 +165,7 @@ class MeasureSpec(_Strict):
     """torch._dynamo recompile limit; None keeps torch's default."""
     compile_threads: PositiveInt | None = None
     """Inductor compile workers per trial (TORCHINDUCTOR_COMPILE_THREADS). None keeps torch's
-    default, one per core of the host: trials that share a host then compete for its cores,
+    default, one per core of the host (up to 32): trials that share a host then compete for its cores,
     and a compiling trial disturbs its neighbour's launch-bound timings."""
     seed: int = 0
 
