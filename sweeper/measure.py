@@ -33,7 +33,6 @@ from sweeper.trials import Trial
 from sweeper.workbench import Workbench, build_workbench
 
 log = logging.getLogger(__name__)
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 _OOM_TEXT = ("out of memory", "can't allocate memory")  # CUDA/HIP; torch's CPU allocator
 
 
@@ -200,7 +199,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     if trial.workload is not None:
         from sweeper import measure_stream  # imports this module: load it only for streams
 
-        row.update(measure_stream.config_columns(trial))
+        row.update(trial.stream_columns())  # written first, so even a crashed row has them
 
     def emit(r: dict[str, Any]) -> None:
         write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})

@@ -27,11 +27,6 @@ from sweeper.zoo.bundle import output_tensor
 log = logging.getLogger(__name__)
 
 
-def config_columns(trial: Trial) -> dict[str, Any]:
-    """The stream's settings as row columns (written first, so even a crashed row has them)."""
-    return trial.stream_columns()
-
-
 @dataclass
 class PassTimes:
     first: list[float]

@@ -106,21 +106,17 @@ class _Collector(tune.Callback):
         self.done: set[str] = set()
         self.started_at: dict[str, datetime] = {}
 
-    @staticmethod
-    def _tid(trial: Any) -> str:
-        return trial.config["payload"]["trial"]["trial_id"]
-
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.started_at.setdefault(self._tid(trial), datetime.now(UTC))  # a Tune retry keeps the first
-        self.progress.start(self._tid(trial))
+        self.started_at.setdefault(_trial_name(trial), datetime.now(UTC))  # a Tune retry keeps the first
+        self.progress.start(_trial_name(trial))
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        tid = self._tid(trial)
+        tid = _trial_name(trial)
         if "row_json" in result and tid not in self.done:
             self._record(tid, json.loads(result["row_json"]))
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        tid = self._tid(trial)
+        tid = _trial_name(trial)
         if tid not in self.done:
             now = datetime.now(UTC)
             started = self.started_at.get(tid, now)

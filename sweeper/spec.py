@@ -245,10 +245,12 @@ class SweepSpec(_Strict):
                     raise ValueError(f"workloads.{name}.models: no model {m!r} in this spec")
         return self
 
+    def identity(self) -> dict[str, Any]:
+        """Everything that changes what a trial measures (not its description or output place)."""
+        return self.model_dump(mode="json", exclude={"description", "results_dir"})
+
     def spec_hash(self) -> str:
-        """Hash of everything that changes what a trial measures (not its description)."""
-        payload = self.model_dump(mode="json", exclude={"description", "results_dir"})
-        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _format_error(err: ValidationError) -> str:

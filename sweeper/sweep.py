@@ -18,7 +18,7 @@ from sweeper.results import MANIFEST_FILE, RESULTS_FILE, ResultsError, read_resu
 from sweeper.spec import SweepSpec
 from sweeper.trials import Trial
 
-CONFIG_COLUMNS = ("model", "task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
+CONFIG_COLUMNS = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
 RERUN_ON_RETRY = ("crashed", "timeout")
 
 
@@ -64,7 +64,7 @@ class SweepState:
             raise SweepError(f"{results_dir} already holds sweep {manifest['sweep_id']}: pass --resume to "
                              "finish it, or --results DIR to start a new one")
         if manifest["spec_hash"] != spec.spec_hash():
-            changes = _diff(manifest["spec"], _spec_dump(spec))
+            changes = _diff(manifest["spec"], spec.identity())
             raise SweepError(f"the spec changed since sweep {manifest['sweep_id']} started, so its finished "
                              f"rows would not match: {'; '.join(changes[:6])}. Resume with the old spec, "
                              "or run the new one with another --results directory")
@@ -83,7 +83,7 @@ class SweepState:
         state = cls(results_dir, spec, f"{spec.name}-{stamp}-{secrets.token_hex(2)}")
         state.unsaved_manifest = {
             "sweep_id": state.sweep_id, "spec_name": spec.name, "spec_hash": spec.spec_hash(),
-            "spec": _spec_dump(spec), "created_at": datetime.now(UTC).isoformat(),
+            "spec": spec.identity(), "created_at": datetime.now(UTC).isoformat(),
             "sweeper_version": __version__, "git_commit": envinfo.git_commit()}
         return state
 
@@ -120,10 +120,6 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def _spec_dump(spec: SweepSpec) -> dict[str, Any]:
-    return spec.model_dump(mode="json", exclude={"description", "results_dir"})
-
-
 def _clean(row: dict[str, Any]) -> dict[str, Any]:
     """pandas NaN/NaT back to None, so a rewritten file keeps nulls as nulls."""
     import pandas as pd
@@ -134,7 +130,7 @@ def _clean(row: dict[str, Any]) -> dict[str, Any]:
 def make_row(sweep_id: str, sweep_name: str, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
     config = trial.to_dict()
     row = {k: v for k, v in measured.items() if not k.startswith("_")}
-    row.update({k: config[k] for k in CONFIG_COLUMNS if k != "model"}, **trial.stream_columns())
+    row.update({k: config[k] for k in CONFIG_COLUMNS}, **trial.stream_columns())
     row.update(sweep_id=sweep_id, sweep_name=sweep_name, trial_id=trial.trial_id, model=trial.model_name,
                backend=trial.measure["backend"], matmul_precision=trial.measure["matmul_precision"],
                config_json=json.dumps(config, sort_keys=True), git_commit=envinfo.git_commit())

@@ -15,6 +15,9 @@ from sweeper import zoo
 from sweeper.trials import Trial
 from sweeper.zoo.bundle import Batch, Bundle, mse_loss, output_tensor, xent_loss
 
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+"""Modes whose compiled graphs are replayed as CUDA graphs."""
+
 
 def _import(path: str) -> Any:
     module, _, attr = path.partition(":")
@@ -106,7 +109,7 @@ class Workbench:
         return out
 
     def _mark_step(self, module: nn.Module) -> None:
-        if module is not self.model and self.trial.mode in ("reduce-overhead", "max-autotune"):
+        if module is not self.model and self.trial.mode in CUDAGRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()
 
     def step(self, module: nn.Module) -> Any:
