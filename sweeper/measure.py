@@ -28,7 +28,7 @@ import torch
 from sweeper import envinfo
 from sweeper.health import Health, compare, default_tolerance, watch_compiles
 from sweeper.results import write_json
-from sweeper.timing import MemoryTracker, WindowStats, calibrate, run_windows, timed_call
+from sweeper.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows, timed_call
 from sweeper.trials import Trial
 from sweeper.workbench import Workbench, build_workbench
 
@@ -117,7 +117,32 @@ def _first_call(wb: Workbench, compiled: torch.nn.Module) -> float:
     return secs
 
 
+def _steady_vs_eager(wb: Workbench, compiled: torch.nn.Module, eager_iters: int, m: dict[str, Any],
+                     mem: MemoryTracker) -> tuple[WindowStats, WindowStats, float]:
+    """Warm up the compiled module, then time its windows alternating with eager windows.
+
+    Returns compiled stats, eager stats and the compiled steady peak (warm-up and compiled
+    windows; eager windows are left out of it). The peak is reset before the warm-up, for
+    the reason given in `_steady`.
+    """
+    mem.reset()
+    iters = calibrate(lambda: wb.step(compiled), wb.device, m["warmup_iters"], m["min_window_iters"],
+                      m["min_window_s"])
+    peak = mem.peak_gib()
+    for _ in range(m["warmup_iters"]):  # eager last ran before the compile
+        wb.step(wb.model)
+    arms = [Arm(lambda: wb.step(wb.model), eager_iters), Arm(lambda: wb.step(compiled), iters, mem)]
+    eager, stats = run_interleaved(arms, wb.device, m["windows"])
+    return stats, eager, max(peak, arms[1].peak_gib)
+
+
 def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emit) -> None:
+    """Compile, check accuracy, then time compiled and eager windows in alternation.
+
+    The eager windows timed before the compile stay in the row only if this part fails;
+    otherwise the eager figures are the interleaved ones, so the speedup compares runs that
+    shared the same conditions.
+    """
     m = wb.trial.measure
     wb.restore_initial_state()
     mem = MemoryTracker(wb.device)
@@ -131,29 +156,17 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emi
             row["first_call_s"] = _first_call(wb, compiled)
             _accuracy(wb, row)
             emit(row)
+            compile_peak = mem.peak_gib()
             try:
-                stats, steady_peak = _steady(wb, lambda: wb.step(compiled), m, _PeakKeeper(mem, row))
+                stats, eager, steady_peak = _steady_vs_eager(wb, compiled, eager.iters_per_window, m, mem)
             except Exception as e:  # noqa: BLE001
                 raise _classify(e, "run") from e
     finally:
         row.update(health.as_row())
-    row.update(_timing_row("", stats, wb), peak_mem_gib=steady_peak,
-               peak_mem_compile_gib=max(row.pop("_peak_before_steady"), steady_peak),
-               peak_reserved_gib=mem.peak_reserved_gib())
+    row.update(**_timing_row("", stats, wb), **_timing_row("eager_", eager, wb), peak_mem_gib=steady_peak,
+               peak_mem_compile_gib=max(compile_peak, steady_peak), peak_reserved_gib=mem.peak_reserved_gib())
     row["compile_s"] = max(0.0, row["first_call_s"] - stats.median_iter_s)
     _ratios(row, eager, stats)
-
-
-class _PeakKeeper(MemoryTracker):
-    """Before the steady-phase reset, remember the peak so far (compile and autotune)."""
-
-    def __init__(self, inner: MemoryTracker, row: dict[str, Any]):
-        super().__init__(inner.device)
-        self.row = row
-
-    def reset(self) -> None:
-        self.row["_peak_before_steady"] = self.peak_gib()
-        super().reset()
 
 
 def _ratios(row: dict[str, Any], eager: WindowStats, stats: WindowStats) -> None:

@@ -1,8 +1,9 @@
 """Measure one trial over an input stream instead of one fixed batch: eager, then compiled,
 on the same batches. Each runs a first pass (stream_s: every compile and recompile
-included) and `steady_passes` more (real tokens per second, padding not counted). Compiled
-outputs are checked against eager on the real positions of the first batch of every
-distinct shape. Compile health tells graphs, recompiles and a fall back to eager.
+included); then `steady_passes` more of each, eager and compiled in alternation, give the
+steady throughput (real tokens per second, padding not counted) of both under the same
+conditions. Compiled outputs are checked against eager on the real positions of the first
+batch of every distinct shape. Compile health tells graphs, recompiles and a fall back to eager.
 """
 
 from __future__ import annotations
@@ -100,21 +101,29 @@ def measure_eager(wb: Workbench, stream: Stream, row: dict[str, Any]) -> PassTim
 
 
 class _Accuracy:
-    """Compiled vs eager on the real positions of the first batch of each distinct shape."""
+    """Compiled vs eager on the real positions of the first batch of each distinct shape.
 
-    def __init__(self, wb: Workbench):
-        self.wb = wb
+    The check's own memory (eager reference outputs, float32 copies) is kept out of the
+    tracked peak: the peak so far is saved before each check and the tracker reset after it.
+    """
+
+    def __init__(self, wb: Workbench, mem: MemoryTracker):
+        self.wb, self.mem = wb, mem
         self.seen: set[streams.Shape] = set()
         self.max_abs, self.rel = 0.0, 0.0
+        self.peak_gib = 0.0
 
     def __call__(self, sb: StreamBatch, out: Any) -> None:
         if sb.shape in self.seen:
             return
         self.seen.add(sb.shape)
+        self.peak_gib = max(self.peak_gib, self.mem.peak_gib())
         got = streams.real_positions(output_tensor(out).detach().to(torch.float32, copy=True), sb.batch)
         ref = streams.real_positions(output_tensor(self.wb.step(self.wb.model)).float(), sb.batch)
         max_abs, rel = compare([ref], [got])
         self.max_abs, self.rel = max(self.max_abs, max_abs), max(self.rel, rel)
+        del got, ref, out
+        self.mem.reset()
 
     def row(self) -> dict[str, Any]:
         m = self.wb.trial.measure
@@ -123,14 +132,31 @@ class _Accuracy:
                 "accuracy_ok": self.rel <= tol, "accuracy_shapes": len(self.seen)}
 
 
-def _first_pass(wb: Workbench, compiled: torch.nn.Module, stream: Stream, row: dict[str, Any]) -> list[float]:
-    check = _Accuracy(wb)
+def _first_pass(wb: Workbench, compiled: torch.nn.Module, stream: Stream, row: dict[str, Any],
+                mem: MemoryTracker) -> tuple[list[float], float]:
+    """The compiled first pass; returns its seconds per batch and its peak memory (checks left out)."""
+    check = _Accuracy(wb, mem)
     try:
         first = _pass(wb, compiled, stream, check)
     except Exception as e:  # noqa: BLE001
         raise measure._classify(e, "compile") from e
     row.update(check.row(), first_call_s=first[0], stream_s=sum(first))
-    return first
+    return first, max(check.peak_gib, mem.peak_gib())
+
+
+def _steady_vs_eager(wb: Workbench, compiled: torch.nn.Module, stream: Stream,
+                     mem: MemoryTracker) -> tuple[list[list[float]], list[list[float]], float]:
+    """Steady passes, eager and compiled in turn; returns both and the compiled passes' peak."""
+    eager, timed, peak = [], [], 0.0
+    try:
+        for _ in range(wb.trial.workload["steady_passes"]):
+            eager.append(_pass(wb, wb.model, stream))
+            mem.reset()
+            timed.append(_pass(wb, compiled, stream))
+            peak = max(peak, mem.peak_gib())
+    except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
+        raise measure._classify(e, "run") from e
+    return timed, eager, peak
 
 
 def measure_compiled(wb: Workbench, stream: Stream, row: dict[str, Any], eager: PassTimes, emit) -> None:
@@ -142,14 +168,13 @@ def measure_compiled(wb: Workbench, stream: Stream, row: dict[str, Any], eager: 
     health = Health()
     try:
         with watch_compiles() as health:
-            first = _first_pass(wb, compiled, stream, row)
-            compile_peak = mem.peak_gib()
+            first, compile_peak = _first_pass(wb, compiled, stream, row, mem)
             emit(row)
-            times = PassTimes(first, _steady(wb, compiled, stream, mem))
+            steady, eager_steady, steady_peak = _steady_vs_eager(wb, compiled, stream, mem)
     finally:
         row.update(health.as_row(), fell_back_to_eager=health.recompile_limit_hit)
-    steady_peak = mem.peak_gib()
-    row.update(_timing_row("", times, stream), peak_mem_gib=steady_peak,
+    times, eager = PassTimes(first, steady), PassTimes(eager.first, eager_steady)
+    row.update(**_timing_row("", times, stream), **_timing_row("eager_", eager, stream), peak_mem_gib=steady_peak,
                peak_mem_compile_gib=max(compile_peak, steady_peak), peak_reserved_gib=mem.peak_reserved_gib())
     _stream_ratios(row, stream, eager, times)
     if health.recompile_limit_hit:

@@ -78,7 +78,7 @@ COLUMNS: list[Column] = [
     _c("peak_mem_compile_gib", F, "Peak allocated memory over the whole compiled run, compile/autotune included."),
     _c("peak_reserved_gib", F, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
     # eager baseline (same process, model, inputs)
-    _c("eager_throughput_items_s", F, "Eager throughput of the same model/phase/precision/batch, same process."),
+    _c("eager_throughput_items_s", F, "Eager throughput of the same model/phase/precision/batch, same process, windows alternating with the compiled ones."),
     _c("eager_latency_p50_ms", F, "Eager per-iteration latency p50."),
     _c("eager_peak_mem_gib", F, "Eager steady peak memory."),
     _c("speedup_vs_eager", F, "throughput_items_s / eager_throughput_items_s."),
@@ -108,7 +108,7 @@ COLUMNS: list[Column] = [
     _c("eager_stream_s", F, "The same first pass, eager, same process and batches."),
     _c("stream_speedup_vs_eager", F, "eager_stream_s / stream_s: the end-to-end gain, compiles paid."),
     _c("real_tokens_per_s", F, "Real (non-padding) tokens/s over the steady passes after the first (median pass)."),
-    _c("eager_real_tokens_per_s", F, "Eager real tokens/s over the same steady passes."),
+    _c("eager_real_tokens_per_s", F, "Eager real tokens/s over steady passes alternating with the compiled ones."),
     _c("stream_compile_s", F, "stream_s minus the steady time of the same batches: seconds spent compiling."),
     _c("compile_s_per_shape", F, "stream_compile_s / stream_shapes: compile cost per distinct shape."),
     _c("stream_break_even_batches", F, "Batches of this mix after which compiling has paid for itself vs eager; inf if never."),

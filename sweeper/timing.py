@@ -66,30 +66,61 @@ def calibrate(fn: Callable[[], object], device: torch.device, warmup_iters: int,
     return max(min_iters, math.ceil(min_window_s / per_iter))
 
 
+def _window(fn: Callable[[], object], device: torch.device, iters: int) -> list[float]:
+    """Seconds of each of `iters` back-to-back calls."""
+    if device.type == "cuda":
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
+        events[0].record()
+        for i in range(iters):
+            fn()
+            events[i + 1].record()
+        events[-1].synchronize()
+        return [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
+    laps = []
+    t = time.perf_counter()
+    for _ in range(iters):
+        fn()
+        now = time.perf_counter()
+        laps.append(now - t)
+        t = now
+    return laps
+
+
+@dataclass
+class Arm:
+    """One contender of an interleaved measurement: what to call, how often per window, and
+    optionally a memory tracker reset before each of its windows (its peak is kept)."""
+
+    fn: Callable[[], object]
+    iters: int
+    mem: MemoryTracker | None = None
+    peak_gib: float = 0.0
+
+
+def run_interleaved(arms: list[Arm], device: torch.device, windows: int) -> list[WindowStats]:
+    """Time `windows` windows of each arm, alternating arms window by window (A B A B ...).
+
+    Contenders timed one after the other see different conditions when something else
+    shares the host (a neighbour's compile, clock changes); alternating short windows gives
+    both the same conditions, so their ratio holds even when the absolute numbers drift.
+    """
+    window_s: list[list[float]] = [[] for _ in arms]
+    iter_s: list[list[float]] = [[] for _ in arms]
+    for _ in range(windows):
+        for k, arm in enumerate(arms):
+            if arm.mem is not None:
+                arm.mem.reset()
+            laps = _window(arm.fn, device, arm.iters)
+            if arm.mem is not None:
+                arm.peak_gib = max(arm.peak_gib, arm.mem.peak_gib())
+            iter_s[k].extend(laps)
+            window_s[k].append(sum(laps))
+    return [WindowStats(w, i, arm.iters) for w, i, arm in zip(window_s, iter_s, arms, strict=True)]
+
+
 def run_windows(fn: Callable[[], object], device: torch.device, windows: int,
                 iters: int) -> WindowStats:
-    window_s: list[float] = []
-    iter_s: list[float] = []
-    for _ in range(windows):
-        if device.type == "cuda":
-            events = [torch.cuda.Event(enable_timing=True) for _ in range(iters + 1)]
-            events[0].record()
-            for i in range(iters):
-                fn()
-                events[i + 1].record()
-            events[-1].synchronize()
-            laps = [events[i].elapsed_time(events[i + 1]) / 1e3 for i in range(iters)]
-        else:
-            laps = []
-            t = time.perf_counter()
-            for _ in range(iters):
-                fn()
-                now = time.perf_counter()
-                laps.append(now - t)
-                t = now
-        iter_s.extend(laps)
-        window_s.append(sum(laps))
-    return WindowStats(window_s, iter_s, iters)
+    return run_interleaved([Arm(fn, iters)], device, windows)[0]
 
 
 class MemoryTracker:

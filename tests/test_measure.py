@@ -44,6 +44,25 @@ def test_compiled_inference_row_has_every_measurement(tmp_path):
     assert row["setup_s"] > 0  # in-process here: the pytest process started long before
 
 
+def test_compiled_and_eager_windows_alternate_and_the_row_uses_the_alternated_eager(tmp_path, monkeypatch):
+    _, compiled = _trial()
+    calls = []
+    real = measure.run_interleaved
+
+    def spy(arms, device, windows):
+        stats = real(arms, device, windows)
+        calls.append((len(arms), arms[1].mem is not None, stats))
+        return stats
+
+    monkeypatch.setattr(measure, "run_interleaved", spy)
+    row = measure.run(_payload(compiled), tmp_path / "row.json")
+    assert row["status"] == "ok", row["error"]
+    ((n_arms, compiled_tracked, (eager, timed)),) = calls
+    assert n_arms == 2 and compiled_tracked  # eager first, compiled second with its memory tracked
+    assert row["eager_throughput_items_s"] == pytest.approx(eager.throughput(2))
+    assert row["throughput_items_s"] == pytest.approx(timed.throughput(2))
+
+
 def test_eager_row_is_its_own_baseline(tmp_path):
     eager, _ = _trial()
     row = measure.run(_payload(eager), tmp_path / "row.json")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
 
 from sweeper.health import compare, default_tolerance
-from sweeper.timing import MemoryTracker, WindowStats, calibrate, run_windows
+from sweeper.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows
 
 
 def test_window_stats_percentiles_and_throughput():
@@ -29,6 +30,45 @@ def test_calibrate_meets_time_and_iteration_floors():
     stats = run_windows(fn, torch.device("cpu"), windows=5, iters=iters)
     assert len(stats.window_s) == 5 and len(stats.iter_s) == 5 * iters
     assert min(stats.window_s) >= 0.02  # the time floor, loosely (calibrated from warm-up)
+
+
+class _Host:
+    """A host that gets three times slower halfway through (a neighbour starts compiling)."""
+
+    def __init__(self, switch_after: int):
+        self.calls, self.switch_after, self.order = 0, switch_after, []
+
+    def work(self, name: str, ms: float):
+        def call():
+            self.order.append(name)
+            self.calls += 1
+            time.sleep(ms / 1e3 * (3 if self.calls > self.switch_after else 1))
+        return call
+
+
+def test_interleaved_windows_alternate_and_keep_the_ratio_when_the_host_slows_down():
+    cpu = torch.device("cpu")
+    host = _Host(switch_after=30)  # 2 arms x 6 windows x 5 calls = 60 calls
+    eager, compiled = run_interleaved([Arm(host.work("e", 4), 5), Arm(host.work("c", 2), 5)], cpu, windows=6)
+    assert host.order == (["e"] * 5 + ["c"] * 5) * 6
+    assert len(eager.window_s) == len(compiled.window_s) == 6 and len(compiled.iter_s) == 30
+    assert eager.median_iter_s / compiled.median_iter_s == pytest.approx(2.0, rel=0.25)
+
+    # the same contenders timed one after the other: the slowdown lands on one of them
+    host = _Host(switch_after=30)
+    eager = run_windows(host.work("e", 4), cpu, windows=6, iters=5)
+    compiled = run_windows(host.work("c", 2), cpu, windows=6, iters=5)
+    assert eager.median_iter_s / compiled.median_iter_s < 1.0  # 2x faster read as slower
+
+
+def test_interleaved_memory_peak_leaves_out_the_other_arm():
+    cpu = torch.device("cpu")
+    big = lambda: torch.ones(96 * 1024 * 1024).sum()  # noqa: E731 - 384 MiB, touched and freed
+    small = lambda: torch.ones(1024).sum()  # noqa: E731
+    arms = [Arm(big, 2), Arm(small, 2, MemoryTracker(cpu)), Arm(big, 2, MemoryTracker(cpu))]
+    run_interleaved(arms, cpu, windows=3)
+    assert arms[0].peak_gib == 0.0  # no tracker, no peak
+    assert arms[2].peak_gib - arms[1].peak_gib > 0.3
 
 
 def test_cpu_memory_tracker_sees_a_big_allocation():

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from sweeper import bucketing, measure, report, streams, workloads
+from sweeper import bucketing, measure, measure_stream, report, streams, workloads
 from sweeper.bucketing import pad_length, parse
 from sweeper.results import COLUMN_NAMES, normalize_row, read_results, rows_to_table
 from sweeper.spec import SpecError, parse_spec
@@ -318,6 +318,26 @@ def test_stream_without_bucketing_recompiles_and_falls_back_with_bucketing_one_g
     assert raw["real_tokens_per_s"] == pytest.approx(raw["throughput_items_s"] * tokens / 12)
     row = make_row("s", "s", trials["none"], raw)  # every measured key is a schema column
     assert normalize_row(row)["bucketing"] == "none" and rows_to_table([row]).num_rows == 1
+
+
+def test_stream_steady_passes_alternate_eager_and_compiled(tmp_path: Path, monkeypatch) -> None:
+    spec = stream_spec(axes={"dynamic": [True], "bucketing": ["list:48"]})
+    (trial,) = [t for t in expand(parse_spec(spec))[0] if t.mode != "eager"]
+    seen: list[str] = []
+    real_pass = measure_stream._pass
+
+    def spy(wb, module, stream, after=None):
+        seen.append("eager" if module is wb.model else "compiled")
+        return real_pass(wb, module, stream, after)
+
+    monkeypatch.setattr(measure_stream, "_pass", spy)
+    row = measure.run({"trial": trial.to_dict(), "device": "cpu"}, tmp_path / "row.json")
+    assert row["status"] == "ok", row["error"]
+    n = trial.workload["steady_passes"]
+    # eager first and steady passes (the fallback numbers), the compiled first pass, then turns
+    assert seen == ["eager"] * (1 + n) + ["compiled"] + ["eager", "compiled"] * n
+    assert row["eager_real_tokens_per_s"] > 0 and row["timed_windows"] == n
+    assert row["speedup_vs_eager"] == pytest.approx(row["throughput_items_s"] / row["eager_throughput_items_s"])
 
 
 # ---------------------------------------------------------------- rows, report
