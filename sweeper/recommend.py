@@ -15,6 +15,8 @@ What is compared, and why it is fair:
   Pass ``batch_size`` when your batch is fixed (a training hyperparameter, a latency bound).
 * The memory limit applies to the whole run: the larger of the steady peak and the peak
   while compiling / autotuning, since either can run out of memory.
+* For an input stream, the compile cost is every compile of the stream (`stream_compile_s`),
+  not the first shape's alone, and the advice names the bucketing to pad with.
 * Accuracy must have been checked and passed; eager rows are the reference, so accurate.
   A trial that hit the recompile limit ran eager code and is not a compile setting to use.
 * Where no eager row exists for a batch size, the eager baseline measured inside the
@@ -55,6 +57,10 @@ class Candidate:
     seconds_per_item: float
     workload_s: float | None
     trial_id: str | None
+    stream: bool = False
+    """An input-stream trial: compile_s is every compile of the stream."""
+    spread_pct: float | None = None
+    """(max - min) / median of the timed windows: how far apart repeated timings fell."""
 
 
 @dataclass(frozen=True)
@@ -212,8 +218,10 @@ def _exclusion(row: pd.Series, max_mem: float | None, max_compile: float | None)
     if max_mem is not None and (mem is None or mem > max_mem):
         return "over memory limit", (f"peak memory {fmt_num(mem)} GiB > limit {fmt_num(max_mem)} GiB"
                                      if mem is not None else "peak memory not measured")
-    if max_compile is not None and not row["compile_s"] <= max_compile:
-        return "over compile limit", f"cold compile {fmt_num(row['compile_s'])} s > limit {fmt_num(max_compile)} s"
+    cost = rows.compile_cost_s(row)
+    if max_compile is not None and not cost <= max_compile:
+        what = "compiles over the stream" if _is_stream(row) else "cold compile"
+        return "over compile limit", f"{what} {fmt_num(cost)} s > limit {fmt_num(max_compile)} s"
     return None
 
 
@@ -223,13 +231,18 @@ def _run_peak(row: pd.Series) -> float | None:
     return max(values) if values else None
 
 
+def _is_stream(row: pd.Series) -> bool:
+    return isinstance(row.get("workload"), str)
+
+
 def _candidate(row: pd.Series, items: float | None) -> Candidate:
     tp = float(row["throughput_items_s"])
-    compile_s = float(row["compile_s"]) if pd.notna(row["compile_s"]) else 0.0
+    compile_s = rows.compile_cost_s(row)
     speedup = row.get("speedup_vs_eager")
+    spread = row.get("throughput_spread_pct")
     return Candidate(
         setting=rows.setting_label(row),
-        compile_call=rows.compile_call(row["mode"], row["dynamic_label"], row.get("backend")),
+        compile_call=rows.advice(row),
         mode=str(row["mode"]),
         dynamic=str(row["dynamic_label"]),
         backend=_opt_str(row.get("backend")),
@@ -241,6 +254,8 @@ def _candidate(row: pd.Series, items: float | None) -> Candidate:
         seconds_per_item=1.0 / tp,
         workload_s=compile_s + items / tp if items else None,
         trial_id=_opt_str(row.get("trial_id")),
+        stream=_is_stream(row),
+        spread_pct=float(spread) if spread is not None and pd.notna(spread) else None,
     )
 
 
@@ -271,9 +286,18 @@ def _why_lost(loser: Candidate, best: Candidate, items: float | None) -> str:
     gap = 100.0 * (1.0 - loser.throughput_items_s / best.throughput_items_s)
     if gap > 0:
         return (f"{fmt_num(gap)}% lower throughput ({fmt_num(loser.throughput_items_s)} vs "
-                f"{fmt_num(best.throughput_items_s)} items/s)")
+                f"{fmt_num(best.throughput_items_s)} items/s)" + _within_noise(gap, loser, best))
     return (f"same throughput, but more memory ({fmt_num(loser.peak_mem_gib)} vs {fmt_num(best.peak_mem_gib)} GiB) "
             f"or longer compile ({fmt_num(loser.compile_s)} vs {fmt_num(best.compile_s)} s)")
+
+
+def _within_noise(gap_pct: float, *cands: Candidate) -> str:
+    """A warning when a throughput gap is smaller than the spread of the trials' own windows."""
+    spread = max((c.spread_pct for c in cands if c.spread_pct is not None), default=None)
+    if spread is None or gap_pct >= spread:
+        return ""
+    return (f"; a gap smaller than the {fmt_num(spread)}% spread of these trials' timed windows, "
+            "so a tie within measurement noise: re-measure before relying on it")
 
 
 def _eager_at(ranked: list[Candidate], best: Candidate | None) -> Candidate | None:

@@ -54,17 +54,6 @@ def setting(r: pd.Series) -> str:
     return f"{r['mode']}, dynamic={r['dynamic_label']}{mark}"
 
 
-def advice(r: pd.Series) -> str:
-    """What to do, as code: bucketing, mark_dynamic and the torch.compile call."""
-    steps = []
-    if isinstance(r["bucketing"], str) and r["bucketing"] != "none":
-        steps.append(f"pad each batch by bucketing {r['bucketing']}")
-    if r["mark_dynamic"]:
-        steps.append("torch._dynamo.mark_dynamic(input, 1) on each input")
-    steps.append(rows.compile_call(r["mode"], r["dynamic_label"], r["backend"]))
-    return "; ".join(steps)
-
-
 def _symbol(r: pd.Series) -> str:
     sym = STREAM_SYMBOLS["eager" if r["is_eager"] else r["dynamic_label"]]
     return f"{sym}-open-dot" if r["mark_dynamic"] else sym
@@ -162,12 +151,13 @@ def _recommendation(df: pd.DataFrame) -> str:
         return ('<p class="warn">No recommendation: no accurate stream trial that kept its compiled '
                 "graphs (every one failed, was inaccurate or fell back to eager).</p>")
     speed, unit = _speed(df)
-    head = (f'<p class="rec"><b>Recommended for this length distribution:</b> {hesc(setting(best))}, bucketing '
+    head = (f'<p class="rec"><b>Recommended for a stream of {fmt_num(best["stream_batches"])} batches of this length '
+            f"distribution</b> (the length measured, every compile paid): {hesc(setting(best))}, bucketing "
             f"<b>{hesc(best['bucketing'])}</b>, batch {fmt_num(best['batch_size'])}: the whole stream in "
             f"{fmt_num(best['stream_s'])} s"
             + ("" if best["is_eager"] else f", every compile included (eager on the same batches: "
                f"{fmt_num(best['eager_stream_s'])} s)") + f", {fmt_num(speed[best.name])} {unit} steady, "
-            f"{fmt_num(100 * (best['pad_waste'] or 0))}% padding. <code>{hesc(advice(best))}</code>")
+            f"{fmt_num(100 * (best['pad_waste'] or 0))}% padding. <code>{hesc(rows.advice(best))}</code>")
     good = candidates(df)
     steady = good.loc[speed[good.index].idxmax()] if speed[good.index].notna().any() else None
     if steady is not None and steady.name != best.name:

@@ -115,6 +115,30 @@ def compile_call(mode: str | None, dynamic: object, backend: str | None) -> str:
     return f"torch.compile(model, {', '.join(args)})"
 
 
+def advice(row: pd.Series | dict) -> str:
+    """What to do for one row's setting, as code: for a stream, its bucketing and mark_dynamic,
+    then the torch.compile call (or the advice not to compile)."""
+    steps = []
+    bucketing = row.get("bucketing")
+    if isinstance(bucketing, str) and bucketing != "none" and isinstance(row.get("workload"), str):
+        steps.append(f"pad each batch by bucketing {bucketing}")
+    mark = row.get("mark_dynamic")
+    if isinstance(mark, (bool, np.bool_)) and mark:
+        steps.append("torch._dynamo.mark_dynamic(input, 1) on each input")
+    steps.append(compile_call(row.get("mode"), row.get("dynamic_label", "None"), row.get("backend")))
+    return "; ".join(steps)
+
+
+def compile_cost_s(row: pd.Series | dict) -> float:
+    """Seconds of compiling a setting costs: every compile of a stream (`stream_compile_s`),
+    else the cold compile of the one shape (`compile_s`); 0 when not measured (eager)."""
+    for key in ("stream_compile_s", "compile_s"):
+        v = row.get(key)
+        if v is not None and pd.notna(v):
+            return float(v)
+    return 0.0
+
+
 def setting_label(row: pd.Series | dict) -> str:
     """Short human label of one row's setting, e.g. `max-autotune, dynamic=False, batch 64`."""
     mode = row.get("mode") or EAGER

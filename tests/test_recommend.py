@@ -153,3 +153,40 @@ def test_text_names_best_runner_up_and_exclusions(table: pd.DataFrame) -> None:
     assert "Recommendation: torch.compile(model, mode=\"default\", dynamic=None)" in text
     assert "Runner-up: eager" in text
     assert "Excluded (3" in text and "status oom" in text
+
+
+def _stream(mode: str, tp: float, bucketing: str, compile_s: float | None, stream_compile_s: float | None,
+            dynamic=None) -> dict:
+    return row(mode, tp, 1.0, compile_s, dynamic=dynamic, batch=8, workload="traffic", bucketing=bucketing,
+               stream_compile_s=stream_compile_s, mark_dynamic=False)
+
+
+def test_stream_settings_pay_every_compile_of_the_stream_and_name_their_bucketing() -> None:
+    # both compile their first shape in 10 s; multiple:64 then compiles 5 more graphs (60 s in all)
+    df = pd.DataFrame([_stream("eager", 1000.0, "none", None, None),
+                       _stream("default", 2000.0, "pow2", 10.0, 20.0, dynamic=False),
+                       _stream("default", 2100.0, "multiple:64", 10.0, 60.0, dynamic=False)])
+    long_run = recommend(df, "net")
+    assert long_run.best.throughput_items_s == 2100.0 and long_run.best.compile_s == 60.0
+    assert long_run.advice == ('pad each batch by bucketing multiple:64; '
+                               'torch.compile(model, mode="default", dynamic=False)')
+    # 100,000 iterations x 8 = 800,000 items: pow2 20 + 400 s, multiple:64 60 + 381 s, eager 800 s
+    short = recommend(df, "net", iterations=100_000)
+    assert short.advice.startswith("pad each batch by bucketing pow2;")
+    assert short.runner_up.compile_s == 60.0 and "not paid back" in short.runner_up_reason
+    assert "compiles over the stream 20 s" in short.to_text()
+    limited = recommend(df, "net", max_compile_s=30.0)
+    assert limited.best.throughput_items_s == 2000.0
+    (over,) = [e for e in limited.excluded if e.kind == "over compile limit"]
+    assert "compiles over the stream 60 s > limit 30 s" in over.reason
+
+
+def test_a_gap_inside_the_window_spread_is_called_a_tie() -> None:
+    noisy = pd.DataFrame([row("eager", 1000.0, 1.0, None, throughput_spread_pct=2.0),
+                          row("default", 1500.0, 1.0, 5.0, throughput_spread_pct=12.0),
+                          row("max-autotune", 1560.0, 1.0, 9.0, throughput_spread_pct=3.0)])
+    rec = recommend(noisy, "net")
+    assert rec.best.mode == "max-autotune" and rec.runner_up.mode == "default"
+    assert "tie within measurement noise" in rec.runner_up_reason  # 3.8% gap < 12% spread
+    quiet = noisy.assign(throughput_spread_pct=1.0)
+    assert "noise" not in recommend(quiet, "net").runner_up_reason

@@ -372,7 +372,7 @@ def test_report_stream_block_recommends_and_flags_fallback() -> None:
     best = report_streams.recommended(rows.prepare(df))
     assert (best["mode"], best["bucketing"]) == ("eager", "none")  # short stream: compiles never pay back
     html = report.build_html(df)
-    assert "Input stream lognormal180" in html and "Recommended for this length distribution" in html
+    assert "Input stream lognormal180" in html and "Recommended for a stream of 64 batches of this length distribution" in html
     assert "FELL BACK TO EAGER: 1 setting</b>" in html
     assert "pow2 \\u00b7 pad 58%" in html  # a bar label, in the figure JSON
 
