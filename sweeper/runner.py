@@ -11,10 +11,7 @@ import json
 import logging
 import os
 import shutil
-import statistics
 import tempfile
-import time
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
 from sweeper.isolate import user_import_path  # noqa: E402
+from sweeper.progress import Progress  # noqa: E402
 from sweeper.spec import SweepSpec  # noqa: E402
 from sweeper.sweep import SweepError, SweepState  # noqa: E402
 from sweeper.trials import Trial  # noqa: E402
@@ -69,33 +67,6 @@ def _trainable(config: dict[str, Any]) -> None:
     row["node_ip"] = ray.util.get_node_ip_address()
     row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
     tune.report({"row_json": json.dumps(row, default=str)})
-
-
-@dataclass
-class Progress:
-    total: int
-    slots: int
-    started: dict[str, float] = field(default_factory=dict)
-    durations: list[float] = field(default_factory=list)
-    failed: int = 0
-
-    def start(self, tid: str) -> None:
-        self.started[tid] = time.monotonic()
-
-    def finish(self, tid: str, label: str, row: dict[str, Any]) -> None:
-        self.durations.append(time.monotonic() - self.started.pop(tid, time.monotonic()))
-        self.failed += row["status"] != "ok"
-        left = self.total - len(self.durations)
-        eta = statistics.median(self.durations) * left / max(1, min(self.slots, left or 1))
-        status = row["status"] if row["status"] == "ok" else f"{row['status'].upper()}"
-        speed = row.get("speedup_vs_eager")
-        extra = f" speedup {speed:.2f}x" if isinstance(speed, float) else ""
-        log.info("[%d/%d] %-13s %s%s | %d running, %d failed, ~%s left", len(self.durations), self.total,
-                 status, label, extra, len(self.started), self.failed, _fmt_s(eta))
-
-
-def _fmt_s(s: float) -> str:
-    return f"{s / 60:.0f}m{s % 60:02.0f}s" if s >= 60 else f"{s:.0f}s"
 
 
 class _Collector(tune.Callback):
@@ -154,7 +125,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str) -> None:
     # CPU trials share the host's cores: run them one at a time unless the spec says otherwise.
     concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)
     gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
-    progress = Progress(total=len(trials), slots=concurrent or max(1, gpus))
+    progress = Progress.of(trials, slots=concurrent or max(1, gpus))
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
     import_path = user_import_path()  # where the driver found the spec's factories
     payloads = [{"trial": t.to_dict(), "device": device, "import_path": import_path} for t in trials]

@@ -1,0 +1,81 @@
+"""Progress of a running sweep: one log line per finished trial, with a time-left estimate.
+
+The estimate prices each trial still to run by the median duration of finished trials of its
+own kind (its compile mode, with or without an input stream): eager trials take seconds,
+compiled ones a minute or more, so one median over whatever finished first would be wrong
+by the ratio of the two until the mix evens out. A kind with no finished trial yet takes the
+median of the finished compiled trials (or of all, for eager). Running trials count with what
+is left of their estimate; the sum is spread over the trial slots.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from sweeper.trials import Trial
+
+log = logging.getLogger("sweeper.runner")
+EAGER = "eager"
+
+
+def kind(trial: Trial) -> str:
+    return f"{trial.mode}{' stream' if trial.workload is not None else ''}"
+
+
+@dataclass
+class Progress:
+    total: int
+    slots: int
+    kinds: dict[str, str] = field(default_factory=dict)
+    """Trial id -> kind, for every trial of this run; empty: all of one kind."""
+    started: dict[str, float] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    failed: int = 0
+
+    @classmethod
+    def of(cls, trials: list[Trial], slots: int) -> Progress:
+        return cls(total=len(trials), slots=slots, kinds={t.trial_id: kind(t) for t in trials})
+
+    def start(self, tid: str, now: float | None = None) -> None:
+        self.started[tid] = time.monotonic() if now is None else now
+
+    def finish(self, tid: str, label: str, row: dict[str, Any], now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        self.durations[tid] = now - self.started.pop(tid, now)
+        self.failed += row["status"] != "ok"
+        status = row["status"] if row["status"] == "ok" else f"{row['status'].upper()}"
+        speed = row.get("speedup_vs_eager")
+        extra = f" speedup {speed:.2f}x" if isinstance(speed, float) else ""
+        log.info("[%d/%d] %-13s %s%s | %d running, %d failed, ~%s left", len(self.durations), self.total,
+                 status, label, extra, len(self.started), self.failed, fmt_s(self.eta_s(now)))
+
+    def _estimate(self, k: str | None) -> float:
+        by_kind: dict[str | None, list[float]] = {}
+        for tid, d in self.durations.items():
+            by_kind.setdefault(self.kinds.get(tid), []).append(d)
+        if k in by_kind:
+            return statistics.median(by_kind[k])
+        compiled = [d for kk, ds in by_kind.items() if kk is None or not kk.startswith(EAGER) for d in ds]
+        pool = compiled if compiled and (k is None or not k.startswith(EAGER)) else list(self.durations.values())
+        return statistics.median(pool) if pool else 0.0
+
+    def eta_s(self, now: float | None = None) -> float:
+        """Seconds until the last trial ends, by the estimate described above."""
+        now = time.monotonic() if now is None else now
+        left = self.total - len(self.durations)
+        if left <= 0:
+            return 0.0
+        pending = [tid for tid in self.kinds if tid not in self.durations and tid not in self.started]
+        work = sum(max(0.0, self._estimate(self.kinds.get(tid)) - (now - t0)) for tid, t0 in self.started.items())
+        work += sum(self._estimate(self.kinds[tid]) for tid in pending)
+        unknown = left - len(self.started) - len(pending)  # trials this Progress was not told about
+        work += max(0, unknown) * self._estimate(None)
+        return work / max(1, min(self.slots, left))
+
+
+def fmt_s(s: float) -> str:
+    return f"{s / 60:.0f}m{s % 60:02.0f}s" if s >= 60 else f"{s:.0f}s"

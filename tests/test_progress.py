@@ -1,0 +1,51 @@
+"""The sweep's time-left estimate prices each trial by finished trials of its own kind."""
+
+from __future__ import annotations
+
+import pytest
+
+from sweeper.progress import Progress, kind
+from sweeper.spec import parse_spec
+from sweeper.trials import expand
+
+from conftest import tiny_spec
+
+
+def test_eager_trials_finishing_first_do_not_make_compiled_ones_look_cheap() -> None:
+    # 4 eager trials of 10 s, then 4 compiled of 60 s; 2 slots
+    kinds = {f"e{i}": "eager" for i in range(4)} | {f"c{i}": "default" for i in range(4)}
+    p = Progress(total=8, slots=2, kinds=kinds)
+    for i in range(4):
+        p.start(f"e{i}", now=0.0)
+        p.finish(f"e{i}", "eager", {"status": "ok"}, now=10.0)
+    # nothing compiled has finished: compiled trials take the median of all finished (10 s)
+    assert p.eta_s(now=10.0) == pytest.approx(4 * 10.0 / 2)
+    p.start("c0", now=10.0)
+    p.finish("c0", "default", {"status": "ok"}, now=70.0)
+    p.start("c1", now=70.0)
+    # c1 has run 30 s of its 60 s estimate; c2, c3 wait: (30 + 60 + 60) / 2
+    assert p.eta_s(now=100.0) == pytest.approx(75.0)
+    # the old single median (10 s, from 4 eager and 1 compiled) would have said (3 x 10) / 2 = 15 s
+
+
+def test_an_unseen_compiled_kind_borrows_from_compiled_trials_not_eager() -> None:
+    kinds = {"e": "eager", "d": "default", "m": "max-autotune"}
+    p = Progress(total=3, slots=1, kinds=kinds)
+    for tid, secs in (("e", 5.0), ("d", 50.0)):
+        p.start(tid, now=0.0)
+        p.finish(tid, tid, {"status": "ok"}, now=secs)
+    assert p.eta_s(now=50.0) == pytest.approx(50.0)
+
+
+def test_without_kinds_every_trial_counts_the_same() -> None:
+    p = Progress(total=3, slots=1)
+    p.start("a", now=0.0)
+    p.finish("a", "a", {"status": "ok"}, now=8.0)
+    assert p.eta_s(now=8.0) == pytest.approx(16.0)
+    assert p.failed == 0
+
+
+def test_kinds_separate_modes_and_streams() -> None:
+    trials, _ = expand(parse_spec(tiny_spec()))
+    assert sorted(kind(t) for t in trials) == ["default", "eager"]
+    assert Progress.of(trials, slots=2).kinds == {t.trial_id: kind(t) for t in trials}
