@@ -134,7 +134,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str) -> None:
         tuner = tune.Tuner(
             tune.with_resources(_trainable, resources),
             param_space={"payload": tune.grid_search(payloads), "max_retries": r.max_retries},
-            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=concurrent, reuse_actors=False,
+            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=concurrent, reuse_actors=True,
                                         trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
             run_config=tune.RunConfig(name=state.sweep_id, storage_path=storage, verbose=0,
                                       callbacks=[collector],
