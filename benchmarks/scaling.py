@@ -8,8 +8,9 @@ sweep against it with `--address`, and stops Ray. `analyze` reads the rows back 
 per run: sweep wall time (first trial start to last trial end), trials per minute, speedup
 and efficiency against the run with the fewest GPUs, each GPU's busy fraction (time inside
 trials / sweep wall), the median gap between consecutive trials on one GPU (scheduling and
-worker start), and the median per-trial time spent outside the cold compile and the timed
-measurement (process starts, imports, model build, warm-compile process).
+worker start), the median per-trial time spent outside compiling and measuring (process
+starts, imports, CUDA init, model build, process teardown, warm-compile process), and the
+median of each phase of `phase_s_json`.
 """
 
 from __future__ import annotations
@@ -67,12 +68,25 @@ def summarize(path: Path) -> dict:
     df["finished_at"] = pd.to_datetime(df.finished_at, utc=True)
     wall_s = (df.finished_at.max() - df.started_at.min()).total_seconds()
     busy, gap_s = _gpu_stats(df, wall_s)
-    inside = df.first_call_s.fillna(0) + df.get("measure_s", pd.Series(0.0, index=df.index)).fillna(0)
+    phases = _phases(df)
+    if phases.empty:  # rows from before phase timings: the compiled first call is all that is known
+        inside = df.first_call_s.fillna(0)
+    else:  # compile and measurement: the eager baseline and the compiled part (compile, accuracy, steady)
+        inside = phases.reindex(columns=["eager", "compiled"]).fillna(0).sum(axis=1)
     return {"run": path.name, "gpus": len(busy), "trials": len(df), "ok": int((df.status == "ok").sum()),
             "wall_s": wall_s, "trials_per_min": len(df) / wall_s * 60,
             "busy": busy, "median_gap_s": gap_s,
             "median_overhead_s": float((df.trial_wall_s - inside).median()),
-            "median_setup_s": float(pd.to_numeric(df["setup_s"], errors="coerce").median())}
+            "median_setup_s": float(pd.to_numeric(df["setup_s"], errors="coerce").median()),
+            "median_phase_s": {k: round(float(v), 2) for k, v in phases.median().items()}}
+
+
+def _phases(df: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per phase of each trial (`phase_s_json`), one column per phase."""
+    if "phase_s_json" not in df or df["phase_s_json"].isna().all():
+        return pd.DataFrame()
+    parsed = [json.loads(v) if isinstance(v, str) else {} for v in df["phase_s_json"]]
+    return pd.DataFrame(parsed, index=df.index)
 
 
 def analyze(paths: list[Path], markdown: bool) -> None:
@@ -87,6 +101,12 @@ def analyze(paths: list[Path], markdown: bool) -> None:
         lines.append(f"| {r['gpus']} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['trials_per_min']:.2f} | "
                      f"{speedup:.2f}x | {eff:.2f} | {busy} | {r['median_gap_s']:.1f} | {r['median_overhead_s']:.1f} | "
                      f"{r['median_setup_s']:.1f} |")
+    names = list(dict.fromkeys(k for r in rows for k in r["median_phase_s"]))
+    if names:
+        lines += ["", "Median seconds per trial phase (`phase_s_json`):", "",
+                  "| GPUs | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+        lines += [f"| {r['gpus']} | " + " | ".join(f"{r['median_phase_s'].get(n, float('nan')):.1f}" for n in names)
+                  + " |" for r in rows]
     print("\n".join(lines) if markdown else json.dumps(rows, indent=2, default=str))
 
 

@@ -112,6 +112,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
         cmd.append("--warm")
     with open(err_file, "w") as err:
         env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"])
+        t0 = time.monotonic()
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True, preexec_fn=_die_with_parent)
         try:
@@ -122,6 +123,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
         finally:
             _kill_tree(proc)  # also reaps compile workers left in the group
     row = json.loads(out_file.read_text()) if out_file.exists() else {}
+    row["_process_s"] = time.monotonic() - t0
     if timed_out and row.get("status") in (None, "running"):  # a finished row stands, even if exit hung
         row.update(status="timeout", error=f"trial exceeded trial_timeout_s={timeout_s:g}; "
                    f"killed with its process group while {row.get('status', 'starting')}")
@@ -144,15 +146,19 @@ def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
                 break
             log.warning("trial %s crashed (attempt %d): %s", trial["trial_id"], attempt, row["error"])
         row["attempts"] = attempt
+        processes = {"cold_process": row.pop("_process_s")}
         left = timeout_s - (time.monotonic() - t0)
         if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:
             warm = run_process(payload, workdir, workdir / "cache", left, warm=True)
+            processes["warm_process"] = warm.pop("_process_s")
             if warm.get("status") == "ok":
                 row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"])
             else:
                 log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    phases = json.loads(row.get("phase_s_json") or "{}")
+    row["phase_s_json"] = json.dumps({**phases, **{k: round(v, 4) for k, v in processes.items()}})
     row.update(started_at=started.isoformat(), finished_at=datetime.now(UTC).isoformat(),
                trial_wall_s=time.monotonic() - t0)
     return row

@@ -217,21 +217,26 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     def emit(r: dict[str, Any]) -> None:
         write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
 
+    mark = _Phases(row, psutil.Process().create_time())
+    mark("imports")
     emit(row)
     try:
-        wb = build_workbench(trial, device)
+        wb = build_workbench(trial, device, mark)
         row["setup_s"] = time.time() - psutil.Process().create_time()
         if trial.workload is not None:
-            measure_stream.run(wb, row, emit, warm)
+            measure_stream.run(wb, row, emit, warm, mark)
         elif warm:
             measure_warm(wb, row)
+            mark("compiled")
         else:
             eager = measure_eager(wb, row)
+            mark("eager")
             emit(row)
             if trial.mode == "eager":
                 measure_eager_only(wb, row, eager)
             else:
                 measure_compiled(wb, row, eager, emit)
+                mark("compiled")
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         if row["status"] == "inaccurate":
             row["error"] = f"rel_err {row['rel_err']:.3g} > tolerance {row['accuracy_tol']:.3g}"
@@ -243,6 +248,20 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     row["finished_at"] = datetime.now(UTC).isoformat()
     emit(row)
     return row
+
+
+class _Phases:
+    """Marks the end of each phase of the measuring process in the row's `phase_s_json`:
+    seconds since the previous mark (the first: since the process started)."""
+
+    def __init__(self, row: dict[str, Any], process_start: float):
+        self.row, self.last, self.phases = row, process_start, {}
+
+    def __call__(self, name: str) -> None:
+        now = time.time()
+        self.phases[name] = round(now - self.last, 4)
+        self.last = now
+        self.row["phase_s_json"] = json.dumps(self.phases)
 
 
 def main(argv: list[str] | None = None) -> int:

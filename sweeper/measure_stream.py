@@ -213,17 +213,23 @@ def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: PassTimes, str
                recompile_limit_hit=False, fell_back_to_eager=False)
 
 
-def run(wb: Workbench, row: dict[str, Any], emit, warm: bool = False) -> None:
-    """Measure `wb.trial` over its stream into `row`; raises measure.TrialFailed on failure."""
+def run(wb: Workbench, row: dict[str, Any], emit, warm: bool = False,
+        mark: Callable[[str], None] = lambda _: None) -> None:
+    """Measure `wb.trial` over its stream into `row`; raises measure.TrialFailed on failure.
+    `mark` is told when the "stream" is built and the "eager" and "compiled" parts end."""
     stream = streams.build_stream(wb.trial, wb.bundle, wb.device)
     wb.batch = stream.batches[0].batch
+    mark("stream")
     if warm:  # the warm-cache process times the compile of the first batch's shape
         measure.measure_warm(wb, row)
+        mark("compiled")
         return
     row.update(stream_batches=len(stream.batches), stream_shapes=stream.n_shapes, pad_waste=stream.pad_waste)
     eager = measure_eager(wb, stream, row)
+    mark("eager")
     emit(row)
     if wb.trial.mode == "eager":
         measure_eager_only(wb, row, eager, stream)
     else:
         measure_compiled(wb, stream, row, eager, emit)
+        mark("compiled")

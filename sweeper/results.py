@@ -132,6 +132,10 @@ COLUMNS: list[Column] = [
     _c("finished_at", TS, "Trial end (UTC)."),
     _c("trial_wall_s", F, "Wall time of the trial, process starts and both compiles included."),
     _c("setup_s", F, "Measuring process start to model, batch and eager reference ready (interpreter, imports, CUDA init, build)."),
+    _c("phase_s_json", S, "Seconds per phase of the trial as JSON: imports (process start to measuring code), build "
+       "(CUDA init, model and batch on the device), reference (eager reference outputs), eager (baseline), compiled "
+       "(compile, accuracy, steady windows), and the wall time of each measuring process (cold_process, "
+       "warm_process: interpreter start to exit, teardown included)."),
 ]
 
 SCHEMA = pa.schema([pa.field(c.name, c.type) for c in COLUMNS])

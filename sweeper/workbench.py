@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -12,6 +13,7 @@ import torch
 from torch import nn
 
 from sweeper import zoo
+from sweeper.timing import sync
 from sweeper.trials import Trial
 from sweeper.zoo.bundle import Batch, Bundle, mse_loss, output_tensor, xent_loss
 
@@ -146,15 +148,23 @@ class Workbench:
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
 
 
-def build_workbench(trial: Trial, device: torch.device) -> Workbench:
+def build_workbench(trial: Trial, device: torch.device, mark: Callable[[str], None] = lambda _: None) -> Workbench:
+    """Model and batch on `device`, and the eager reference; `mark` is told when each part
+    ends: "cuda_init" (CUDA devices only), "build", "reference"."""
     m = trial.measure
     torch.manual_seed(m["seed"])
     torch.set_float32_matmul_precision(m["matmul_precision"])
+    if device.type == "cuda":
+        torch.cuda.init()
+        torch.empty(1, device=device)  # the context exists once something is allocated
+        mark("cuda_init")
     bundle = build_bundle(trial)
     model = bundle.model.to(device)
     gen = torch.Generator().manual_seed(m["seed"])
     batch = bundle.make_batch(trial.batch_size, trial.seq_len, gen).to(device)
     wb = Workbench(trial, device, model, bundle, batch)
+    sync(device)
+    mark("build")
     if wb.train:
         model.train()
         zero_dropout(model)
@@ -166,4 +176,6 @@ def build_workbench(trial: Trial, device: torch.device) -> Workbench:
         model.eval()
         with torch.no_grad():
             wb.reference = wb._capture(wb.forward(model))
+    sync(device)
+    mark("reference")
     return wb

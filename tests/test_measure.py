@@ -42,6 +42,7 @@ def test_compiled_inference_row_has_every_measurement(tmp_path):
     assert row["break_even_iters"] > 0 or math.isinf(row["break_even_iters"])
     assert row["device_type"] == "cpu" and row["torch_version"]
     assert row["setup_s"] > 0  # in-process here: the pytest process started long before
+    assert list(json.loads(row["phase_s_json"])) == ["imports", "build", "reference", "eager", "compiled"]
 
 
 def test_compiled_and_eager_windows_alternate_and_the_row_uses_the_alternated_eager(tmp_path, monkeypatch):
@@ -100,6 +101,12 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
     assert 0 < row["warm_compile_s"] < row["compile_s"]  # the FX graph cache served the second process
     assert row["accuracy_ok"] and row["graphs"] == 1
     assert row["trial_wall_s"] > row["compile_s"] + row["setup_s"]
+    phases = json.loads(row["phase_s_json"])
+    assert list(phases) == ["imports", "build", "reference", "eager", "compiled", "cold_process", "warm_process"]
+    inside = sum(phases[k] for k in ("imports", "build", "reference", "eager", "compiled"))
+    assert row["setup_s"] == pytest.approx(phases["imports"] + phases["build"] + phases["reference"], abs=0.05)
+    assert phases["compiled"] > row["compile_s"] and inside <= phases["cold_process"] + 0.05
+    assert phases["cold_process"] + phases["warm_process"] < row["trial_wall_s"]
 
 
 def test_compile_threads_reach_the_measuring_process(tmp_path, monkeypatch):
