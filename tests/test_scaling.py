@@ -48,3 +48,13 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
                          str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True, check=True)
     assert "| 2 | 8 (8) | 95 | 5.05 | 1.68x | 0.84 |" in md.stdout
     assert "| imports | build | reference | eager | compiled | cold_process |" in md.stdout
+
+
+def test_the_scaling_spec_is_48_inference_trials_over_vision_and_nlp() -> None:
+    from sweeper.spec import load_spec
+    from sweeper.trials import expand
+
+    trials, dropped = expand(load_spec(REPO / "experiments" / "scaling.yaml"))
+    assert len(trials) >= 48 and not dropped
+    assert {t.phase for t in trials} == {"infer"} and {t.task for t in trials} == {"vision", "nlp"}
+    assert sum(t.mode == "eager" for t in trials) == len(trials) // 2
