@@ -51,6 +51,10 @@ def _pythonpath(extra: list[str]) -> str:
     return os.pathsep.join([here, *extra, *user_import_path(), *([rest] if rest else [])])
 
 
+SPAWN_TIME_ENV = "SWEEPER_SPAWN_TIME"
+"""Wall-clock time (time.time()) at which the runner started the measuring process."""
+
+
 def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any]) -> dict[str, str]:
     env = dict(os.environ)
     if measure.get("compile_threads"):
@@ -113,6 +117,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     with open(err_file, "w") as err:
         env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"])
         t0 = time.monotonic()
+        env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True, preexec_fn=_die_with_parent)
         try:

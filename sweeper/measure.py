@@ -27,6 +27,7 @@ import torch
 
 from sweeper import envinfo
 from sweeper.health import Health, compare, default_tolerance, watch_compiles
+from sweeper.isolate import SPAWN_TIME_ENV
 from sweeper.results import write_json
 from sweeper.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows, timed_call
 from sweeper.trials import Trial
@@ -217,12 +218,13 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     def emit(r: dict[str, Any]) -> None:
         write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
 
-    mark = _Phases(row, psutil.Process().create_time())
+    started = _process_start()
+    mark = _Phases(row, started)
     mark("imports")
     emit(row)
     try:
         wb = build_workbench(trial, device, mark)
-        row["setup_s"] = time.time() - psutil.Process().create_time()
+        row["setup_s"] = time.time() - started
         if trial.workload is not None:
             measure_stream.run(wb, row, emit, warm, mark)
         elif warm:
@@ -248,6 +250,13 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     row["finished_at"] = datetime.now(UTC).isoformat()
     emit(row)
     return row
+
+
+def _process_start() -> float:
+    """When this process was started: the runner's timestamp, else the kernel's (whose boot-time
+    base is rounded to whole seconds)."""
+    spawned = os.environ.get(SPAWN_TIME_ENV)
+    return float(spawned) if spawned else psutil.Process().create_time()
 
 
 class _Phases:
@@ -279,4 +288,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    code = main()
+    # The row is on disk, written atomically after every phase. Skip the interpreter's teardown
+    # (inductor's compile-worker pool shutdown, module finalizers, CUDA context release), which
+    # only delays the next trial; the runner kills what is left of this process group.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
