@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sweeper.rows import EAGER
 from sweeper.trials import Trial
 
 log = logging.getLogger("sweeper.runner")
-EAGER = "eager"
 
 
 def kind(trial: Trial) -> str:
@@ -53,15 +54,22 @@ class Progress:
         log.info("[%d/%d] %-13s %s%s | %d running, %d failed, ~%s left", len(self.durations), self.total,
                  status, label, extra, len(self.started), self.failed, fmt_s(self.eta_s(now)))
 
-    def _estimate(self, k: str | None) -> float:
+    def _estimator(self) -> Callable[[str | None], float]:
+        """Seconds to expect from a trial of a kind, from the trials finished so far."""
         by_kind: dict[str | None, list[float]] = {}
         for tid, d in self.durations.items():
             by_kind.setdefault(self.kinds.get(tid), []).append(d)
-        if k in by_kind:
-            return statistics.median(by_kind[k])
-        compiled = [d for kk, ds in by_kind.items() if kk is None or not kk.startswith(EAGER) for d in ds]
-        pool = compiled if compiled and (k is None or not k.startswith(EAGER)) else list(self.durations.values())
-        return statistics.median(pool) if pool else 0.0
+        medians = {k: statistics.median(ds) for k, ds in by_kind.items()}
+        everything = list(self.durations.values())
+        compiled = [d for k, ds in by_kind.items() if not _is_eager(k) for d in ds] or everything
+        for_eager = statistics.median(everything) if everything else 0.0
+        for_compiled = statistics.median(compiled) if compiled else 0.0
+
+        def estimate(k: str | None) -> float:
+            if k in medians:
+                return medians[k]
+            return for_eager if _is_eager(k) else for_compiled
+        return estimate
 
     def eta_s(self, now: float | None = None) -> float:
         """Seconds until the last trial ends, by the estimate described above."""
@@ -69,12 +77,17 @@ class Progress:
         left = self.total - len(self.durations)
         if left <= 0:
             return 0.0
+        estimate = self._estimator()
         pending = [tid for tid in self.kinds if tid not in self.durations and tid not in self.started]
-        work = sum(max(0.0, self._estimate(self.kinds.get(tid)) - (now - t0)) for tid, t0 in self.started.items())
-        work += sum(self._estimate(self.kinds[tid]) for tid in pending)
+        work = sum(max(0.0, estimate(self.kinds.get(tid)) - (now - t0)) for tid, t0 in self.started.items())
+        work += sum(estimate(self.kinds[tid]) for tid in pending)
         unknown = left - len(self.started) - len(pending)  # trials this Progress was not told about
-        work += max(0, unknown) * self._estimate(None)
+        work += max(0, unknown) * estimate(None)
         return work / max(1, min(self.slots, left))
+
+
+def _is_eager(k: str | None) -> bool:
+    return k is not None and k.startswith(EAGER)
 
 
 def fmt_s(s: float) -> str:

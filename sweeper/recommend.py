@@ -220,7 +220,7 @@ def _exclusion(row: pd.Series, max_mem: float | None, max_compile: float | None)
                                      if mem is not None else "peak memory not measured")
     cost = rows.compile_cost_s(row)
     if max_compile is not None and not cost <= max_compile:
-        what = "compiles over the stream" if _is_stream(row) else "cold compile"
+        what = "compiles over the stream" if rows.is_stream(row) else "cold compile"
         return "over compile limit", f"{what} {fmt_num(cost)} s > limit {fmt_num(max_compile)} s"
     return None
 
@@ -229,10 +229,6 @@ def _run_peak(row: pd.Series) -> float | None:
     values = [row.get("peak_mem_gib"), row.get("peak_mem_compile_gib")]
     values = [float(v) for v in values if v is not None and pd.notna(v)]
     return max(values) if values else None
-
-
-def _is_stream(row: pd.Series) -> bool:
-    return isinstance(row.get("workload"), str)
 
 
 def _candidate(row: pd.Series, items: float | None) -> Candidate:
@@ -254,7 +250,7 @@ def _candidate(row: pd.Series, items: float | None) -> Candidate:
         seconds_per_item=1.0 / tp,
         workload_s=compile_s + items / tp if items else None,
         trial_id=_opt_str(row.get("trial_id")),
-        stream=_is_stream(row),
+        stream=rows.is_stream(row),
         spread_pct=float(spread) if spread is not None and pd.notna(spread) else None,
     )
 

@@ -45,9 +45,9 @@ def _limits(constraints: dict[str, object]) -> str:
 
 def _describe(c: Candidate, eager: Candidate | None) -> list[str]:
     speed = f" ({fmt_num(c.speedup_vs_eager)}x eager)" if c.speedup_vs_eager is not None and c.mode != "eager" else ""
+    compile_what = "compiles over the stream" if c.stream else "cold compile"
     lines = [f"  {c.setting}: {fmt_num(c.throughput_items_s)} items/s{speed}, "
-             f"peak {fmt_num(c.peak_mem_gib)} GiB, "
-             + (f"compiles over the stream {fmt_num(c.compile_s)} s" if c.stream else f"cold compile {fmt_num(c.compile_s)} s")]
+             f"peak {fmt_num(c.peak_mem_gib)} GiB, {compile_what} {fmt_num(c.compile_s)} s"]
     if c.workload_s is not None:
         vs = ""
         if eager is not None and eager.workload_s is not None and eager is not c:

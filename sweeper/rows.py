@@ -115,12 +115,17 @@ def compile_call(mode: str | None, dynamic: object, backend: str | None) -> str:
     return f"torch.compile(model, {', '.join(args)})"
 
 
+def is_stream(row: pd.Series | dict) -> bool:
+    """Whether a row measured an input stream (it names its workload)."""
+    return isinstance(row.get("workload"), str)
+
+
 def advice(row: pd.Series | dict) -> str:
     """What to do for one row's setting, as code: for a stream, its bucketing and mark_dynamic,
     then the torch.compile call (or the advice not to compile)."""
     steps = []
     bucketing = row.get("bucketing")
-    if isinstance(bucketing, str) and bucketing != "none" and isinstance(row.get("workload"), str):
+    if isinstance(bucketing, str) and bucketing != "none" and is_stream(row):
         steps.append(f"pad each batch by bucketing {bucketing}")
     mark = row.get("mark_dynamic")
     if isinstance(mark, (bool, np.bool_)) and mark:
