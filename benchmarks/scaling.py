@@ -1,7 +1,7 @@
 """How sweeper's wall time for one fixed sweep scales with the number of GPUs.
 
     python benchmarks/scaling.py run --gpus 2 --spec experiments/scaling.yaml --out results/scaling-2gpu
-    python benchmarks/scaling.py analyze results/scaling-1gpu results/scaling-2gpu [--markdown]
+    python benchmarks/scaling.py analyze results/scaling-1gpu results/scaling-2gpu [--markdown] [--project 4,8]
 
 `run` starts a Ray head that sees the first N GPUs (the way a cluster is used), runs the
 sweep against it with `--address`, and stops Ray. `analyze` reads the rows back and reports,
@@ -11,11 +11,20 @@ trials / sweep wall), the median gap between consecutive trials on one GPU (sche
 worker start), the median per-trial time spent outside compiling and measuring (process
 starts, imports, CUDA init, model build, process teardown, warm-compile process), and the
 median of each phase of `phase_s_json`.
+
+It also splits each run's efficiency into its two causes, efficiency = busy / work per trial:
+the work per trial (summed trial seconds against the base run's, and each phase's median ratio
+to the same trial in the base run: what sharing the host with other trials costs), and the idle
+time of each GPU before its first trial, between trials and after its last (the tail, when the
+remaining trials are fewer than the GPUs). `--project` replays the base run's trials, slowed by
+the widest run's work per trial, onto more GPUs in dispatch order and longest first; each run's
+own trials replayed this way give back its measured wall time, the check on that model.
 """
 
 from __future__ import annotations
 
 import argparse
+import heapq
 import json
 import os
 import subprocess
@@ -51,63 +60,149 @@ def run(gpus: int, spec: str, out: Path, extra: list[str]) -> None:
     (out / "scaling.json").write_text(json.dumps(meta, indent=2))
 
 
-def _gpu_stats(df: pd.DataFrame, wall_s: float) -> tuple[dict[str, float], float]:
-    busy: dict[str, float] = {}
+def _gpu_key(df: pd.DataFrame) -> pd.Series:
+    return df["gpu_uuid"].fillna(df["node_id"].fillna("cpu") if "node_id" in df else "cpu")
+
+
+def _gpu_stats(df: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> tuple[dict[str, dict[str, float]], float]:
+    """Per GPU: busy fraction, and its idle seconds before its first trial, between trials and after its last."""
+    wall_s = (t1 - t0).total_seconds()
+    stats: dict[str, dict[str, float]] = {}
     gaps: list[float] = []
-    key = df["gpu_uuid"].fillna(df["node_id"].fillna("cpu"))
-    for gpu, g in df.assign(_k=key).groupby("_k"):
+    for gpu, g in df.assign(_k=_gpu_key(df)).groupby("_k"):
         g = g.sort_values("started_at")
-        busy[str(gpu)[-8:]] = (g.finished_at - g.started_at).dt.total_seconds().sum() / wall_s
-        gaps += (g.started_at.iloc[1:].values - g.finished_at.iloc[:-1].values).astype("timedelta64[ms]").astype(float).tolist()
-    return busy, (pd.Series(gaps).median() / 1e3 if gaps else float("nan"))
+        between = (g.started_at.iloc[1:].reset_index(drop=True)
+                   - g.finished_at.iloc[:-1].reset_index(drop=True)).dt.total_seconds().tolist()
+        gaps += list(between)
+        stats[str(gpu)[-8:]] = {"busy": (g.finished_at - g.started_at).dt.total_seconds().sum() / wall_s,
+                                "head_s": (g.started_at.min() - t0).total_seconds(),
+                                "gaps_s": float(sum(between)),
+                                "tail_s": (t1 - g.finished_at.max()).total_seconds()}
+    return stats, (float(pd.Series(gaps).median()) if gaps else float("nan"))
 
 
 def summarize(path: Path) -> dict:
     df = read_results([path / "results.parquet"])
     df["started_at"] = pd.to_datetime(df.started_at, utc=True)
     df["finished_at"] = pd.to_datetime(df.finished_at, utc=True)
-    wall_s = (df.finished_at.max() - df.started_at.min()).total_seconds()
-    busy, gap_s = _gpu_stats(df, wall_s)
+    t0, t1 = df.started_at.min(), df.finished_at.max()
+    wall_s = (t1 - t0).total_seconds()
+    gpu, gap_s = _gpu_stats(df, t0, t1)
     phases = _phases(df)
     if phases.empty:  # rows from before phase timings: the compiled first call is all that is known
         inside = df.first_call_s.fillna(0)
     else:  # compile and measurement: the eager baseline and the compiled part (compile, accuracy, steady)
         inside = phases.reindex(columns=["eager", "compiled"]).fillna(0).sum(axis=1)
-    return {"run": path.name, "gpus": len(busy), "trials": len(df), "ok": int((df.status == "ok").sum()),
+    dispatched = df.sort_values("started_at")
+    totals = {"compile_s": pd.to_numeric(df.get("compile_s"), errors="coerce"), "trial_wall_s": df.trial_wall_s}
+    per_trial = phases.assign(**totals).set_index(df.trial_id)
+    return {"run": path.name, "gpus": len(gpu), "trials": len(df), "ok": int((df.status == "ok").sum()),
             "wall_s": wall_s, "trials_per_min": len(df) / wall_s * 60,
-            "busy": busy, "median_gap_s": gap_s,
+            "busy": {k: v["busy"] for k, v in gpu.items()}, "idle_s": {k: {n: v[n] for n in ("head_s", "gaps_s", "tail_s")}
+                                                                      for k, v in gpu.items()},
+            "median_gap_s": gap_s, "trial_s_sum": float(df.trial_wall_s.sum()),
             "median_overhead_s": float((df.trial_wall_s - inside).median()),
             "median_setup_s": float(pd.to_numeric(df["setup_s"], errors="coerce").median()),
-            "median_phase_s": {k: round(float(v), 2) for k, v in phases.median().items()}}
+            "median_phase_s": {k: round(float(v), 2) for k, v in phases.median().items()},
+            "median_total_s": {k: round(float(v.median()), 2) for k, v in totals.items()},
+            "dispatch_order_s": [float(v) for v in dispatched.trial_wall_s],
+            "per_trial_s": {str(t): {k: float(v) for k, v in r.items() if pd.notna(v)} for t, r in per_trial.iterrows()}}
 
 
 def _phases(df: pd.DataFrame) -> pd.DataFrame:
     """Seconds per phase of each trial (`phase_s_json`), one column per phase."""
     if "phase_s_json" not in df or df["phase_s_json"].isna().all():
-        return pd.DataFrame()
+        return pd.DataFrame(index=df.index)
     parsed = [json.loads(v) if isinstance(v, str) else {} for v in df["phase_s_json"]]
     return pd.DataFrame(parsed, index=df.index)
 
 
-def analyze(paths: list[Path], markdown: bool) -> None:
+def schedule(trial_s: list[float], gpus: int) -> float:
+    """Wall time of trials handed out in this order, each to the first GPU that is free (what Tune does
+    with one trial per GPU), with no time between trials."""
+    free = [0.0] * gpus
+    for s in trial_s:
+        heapq.heappush(free, heapq.heappop(free) + s)
+    return max(free)
+
+
+def slowdown(run: dict, base: dict) -> dict[str, float]:
+    """Median ratio, trial by trial (same trial id), of each phase's seconds in `run` to those in `base`."""
+    out: dict[str, float] = {}
+    for tid, phases in run["per_trial_s"].items():
+        for name, s in phases.items():
+            b = base["per_trial_s"].get(tid, {}).get(name)
+            if b:
+                out.setdefault(name, []).append(s / b)  # type: ignore[attr-defined]
+    return {k: float(pd.Series(v).median()) for k, v in out.items()}
+
+
+def _efficiency(r: dict, base: dict) -> tuple[float, float]:
+    speedup = base["wall_s"] / r["wall_s"] * (r["trials"] / base["trials"])
+    return speedup, speedup / (r["gpus"] / base["gpus"])
+
+
+def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
     rows = sorted((summarize(p) for p in paths), key=lambda r: r["gpus"])
     base = rows[0]
-    lines = ["| GPUs | trials (ok) | wall s | trials/min | speedup | efficiency | busy per GPU | gap s "
-             "| overhead s/trial | setup s/process |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        speedup = base["wall_s"] / r["wall_s"] * (r["trials"] / base["trials"])
-        eff = speedup / (r["gpus"] / base["gpus"])
+        r["speedup"], r["efficiency"] = _efficiency(r, base)
+        r["work_ratio"] = r["trial_s_sum"] / base["trial_s_sum"] * base["trials"] / r["trials"]
+        r["busy_mean"] = sum(r["busy"].values()) / len(r["busy"])
+        r["replayed_wall_s"] = schedule(r["dispatch_order_s"], r["gpus"])
+        r["phase_slowdown"] = slowdown(r, base)
+    widest = rows[-1]
+    projections = []
+    for n in project:  # the base run's trials, each slowed by the per-trial work ratio of the widest run
+        trial_s = [s * widest["work_ratio"] for s in base["dispatch_order_s"]]
+        row = {"gpus": n, "assumed_work_ratio": widest["work_ratio"]}
+        for order, seq in (("dispatch", trial_s), ("longest_first", sorted(trial_s, reverse=True))):
+            wall = schedule(seq, n)
+            row[order] = {"wall_s": wall, "busy": sum(seq) / (n * wall),
+                          "efficiency": base["wall_s"] * base["gpus"] / (wall * n) * len(seq) / base["trials"]}
+        projections.append(row)
+    if not markdown:
+        for r in rows:
+            del r["per_trial_s"], r["dispatch_order_s"]
+        print(json.dumps({"runs": rows, "projections": projections}, indent=2, default=str))
+        return
+    lines = [("| GPUs | trials (ok) | wall s | trials/min | speedup | efficiency | busy per GPU | gap s "
+              "| overhead s/trial | setup s/process |"), "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
         busy = ", ".join(f"{v:.2f}" for v in r["busy"].values())
         lines.append(f"| {r['gpus']} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['trials_per_min']:.2f} | "
-                     f"{speedup:.2f}x | {eff:.2f} | {busy} | {r['median_gap_s']:.1f} | {r['median_overhead_s']:.1f} | "
-                     f"{r['median_setup_s']:.1f} |")
+                     f"{r['speedup']:.2f}x | {r['efficiency']:.2f} | {busy} | {r['median_gap_s']:.1f} | "
+                     f"{r['median_overhead_s']:.1f} | {r['median_setup_s']:.1f} |")
+    lines += ["", f"Where the efficiency goes (efficiency = busy / work per trial, against {base['gpus']} GPU):", "",
+              ("| GPUs | trial s, summed | work per trial | mean busy | idle s per GPU: before first, between, after last "
+               "| wall s replayed from the trials' own times |"), "|---|---|---|---|---|---|"]
+    for r in rows:
+        idle = "; ".join(f"{v['head_s']:.1f}, {v['gaps_s']:.1f}, {v['tail_s']:.1f}" for v in r["idle_s"].values())
+        lines.append(f"| {r['gpus']} | {r['trial_s_sum']:.0f} | {r['work_ratio']:.3f}x | {r['busy_mean']:.3f} | {idle} "
+                     f"| {r['replayed_wall_s']:.0f} (measured {r['wall_s']:.0f}) |")
     names = list(dict.fromkeys(k for r in rows for k in r["median_phase_s"]))
     if names:
-        lines += ["", "Median seconds per trial phase (`phase_s_json`):", "",
-                  "| GPUs | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
-        lines += [f"| {r['gpus']} | " + " | ".join(f"{r['median_phase_s'].get(n, float('nan')):.1f}" for n in names)
-                  + " |" for r in rows]
-    print("\n".join(lines) if markdown else json.dumps(rows, indent=2, default=str))
+        totals = list(base["median_total_s"])
+        lines += ["", ("Median seconds per trial phase (`phase_s_json`; then the compile and the whole trial), and in "
+                       f"brackets the median ratio, trial by trial, to the same trial on {base['gpus']} GPU:"), "",
+                  "| GPUs | " + " | ".join(names + totals) + " |", "|---|" + "---|" * (len(names) + len(totals))]
+        for r in rows:
+            medians = {**r["median_phase_s"], **r["median_total_s"]}
+            cells = [f"{medians.get(n, float('nan')):.1f}" for n in names + totals]
+            if r is not base:
+                cells = [f"{c} ({r['phase_slowdown'].get(n, float('nan')):.3f})" for c, n in zip(cells, names + totals)]
+            lines.append(f"| {r['gpus']} | " + " | ".join(cells) + " |")
+    if projections:
+        lines += ["", (f"Projection, not a measurement: the {base['gpus']}-GPU run's trials, each "
+                       f"{widest['work_ratio']:.3f}x longer (the work per trial measured on {widest['gpus']} GPUs), "
+                       "handed to the first free GPU with no gaps:"), "",
+                  "| GPUs | wall s, dispatch order | busy | efficiency | wall s, longest first | busy | efficiency |",
+                  "|---|---|---|---|---|---|---|"]
+        for p in projections:
+            d, lf = p["dispatch"], p["longest_first"]
+            lines.append(f"| {p['gpus']} | {d['wall_s']:.0f} | {d['busy']:.3f} | {d['efficiency']:.2f} | "
+                         f"{lf['wall_s']:.0f} | {lf['busy']:.3f} | {lf['efficiency']:.2f} |")
+    print("\n".join(lines))
 
 
 def main() -> None:
@@ -121,11 +216,12 @@ def main() -> None:
     a = sub.add_parser("analyze")
     a.add_argument("paths", nargs="+", type=Path)
     a.add_argument("--markdown", action="store_true")
+    a.add_argument("--project", default="", help="GPU counts to project to from the measured runs, e.g. 4,8")
     args = ap.parse_args()
     if args.cmd == "run":
         run(args.gpus, args.spec, args.out, args.extra)
     else:
-        analyze(args.paths, args.markdown)
+        analyze(args.paths, args.markdown, [int(n) for n in args.project.split(",") if n])
 
 
 if __name__ == "__main__":

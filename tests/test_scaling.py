@@ -17,13 +17,13 @@ from conftest import REPO
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _timeline(path: Path, gpus: int, trial_s: float, gap_s: float, n: int = 8) -> None:
+def _timeline(path: Path, gpus: int, trial_s: float, gap_s: float, n: int = 8, imports_s: float = 3.0) -> None:
     """`n` trials of `trial_s` each, dealt round-robin to `gpus` GPUs, `gap_s` apart on a GPU."""
     rows = []
     for i in range(n):
         gpu, slot = i % gpus, i // gpus
         start = T0 + timedelta(seconds=slot * (trial_s + gap_s))
-        phases = {"imports": 3.0, "build": 1.0, "reference": 0.5, "eager": 2.0, "compiled": trial_s - 8.0,
+        phases = {"imports": imports_s, "build": 1.0, "reference": 0.5, "eager": 2.0, "compiled": trial_s - 8.0,
                   "cold_process": trial_s - 0.5}
         rows.append({"sweep_id": "s", "trial_id": f"t{i}", "model": "m", "mode": "default", "status": "ok",
                      "gpu_uuid": f"GPU-{gpu:08d}", "started_at": start.isoformat(),
@@ -38,7 +38,7 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
     _timeline(tmp_path / "two", gpus=2, trial_s=20.0, gap_s=5.0)  # 4 slots: 95 s instead of 80 s
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze",
                           str(tmp_path / "two"), str(tmp_path / "one")], capture_output=True, text=True, check=True)
-    one, two = json.loads(out.stdout)
+    one, two = json.loads(out.stdout)["runs"]
     assert (one["gpus"], two["gpus"]) == (1, 2)
     assert one["wall_s"] == pytest.approx(160.0) and two["wall_s"] == pytest.approx(95.0)
     assert two["median_gap_s"] == pytest.approx(5.0) and list(two["busy"].values()) == pytest.approx([80 / 95] * 2)
@@ -47,7 +47,11 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
     md = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", "--markdown",
                          str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True, check=True)
     assert "| 2 | 8 (8) | 95 | 5.05 | 1.68x | 0.84 |" in md.stdout
-    assert "| imports | build | reference | eager | compiled | cold_process |" in md.stdout
+    assert "| imports | build | reference | eager | compiled | cold_process | compile_s | trial_wall_s |" in md.stdout
+    # the idle time of the 2-GPU run is all between trials (3 gaps of 5 s on each GPU)
+    assert two["idle_s"] == {"00000000": {"head_s": 0.0, "gaps_s": 15.0, "tail_s": 0.0},
+                             "00000001": {"head_s": 0.0, "gaps_s": 15.0, "tail_s": 0.0}}
+    assert two["replayed_wall_s"] == pytest.approx(80.0) and two["work_ratio"] == pytest.approx(1.0)
 
 
 def test_the_scaling_spec_is_48_inference_trials_over_vision_and_nlp() -> None:
@@ -58,3 +62,49 @@ def test_the_scaling_spec_is_48_inference_trials_over_vision_and_nlp() -> None:
     assert len(trials) >= 48 and not dropped
     assert {t.phase for t in trials} == {"infer"} and {t.task for t in trials} == {"vision", "nlp"}
     assert sum(t.mode == "eager" for t in trials) == len(trials) // 2
+
+
+def _scaling():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import scaling
+
+    return scaling
+
+
+def test_schedule_hands_each_trial_to_the_first_free_gpu() -> None:
+    schedule = _scaling().schedule
+    assert schedule([10, 10, 10, 30], gpus=2) == 40  # the long trial goes last, onto one GPU
+    assert schedule([30, 10, 10, 10], gpus=2) == 30  # longest first: the short ones fill the other GPU
+    assert schedule([5, 7, 9], gpus=1) == 21 and schedule([5, 7, 9], gpus=8) == 9
+
+
+def test_head_and_tail_idle_per_gpu(tmp_path: Path) -> None:
+    rows = []
+    for tid, gpu, start, length in (("a", 0, 0, 30), ("b", 1, 2, 10), ("c", 1, 15, 5)):
+        s = T0 + timedelta(seconds=start)
+        rows.append({"sweep_id": "s", "trial_id": tid, "model": "m", "mode": "eager", "status": "ok",
+                     "gpu_uuid": f"GPU-{gpu:08d}", "started_at": s.isoformat(),
+                     "finished_at": (s + timedelta(seconds=length)).isoformat(), "trial_wall_s": float(length),
+                     "first_call_s": 0.0, "setup_s": 1.0})
+    (tmp_path / "r").mkdir()
+    write_rows(tmp_path / "r" / "results.parquet", rows)
+    run = _scaling().summarize(tmp_path / "r")
+    assert run["wall_s"] == 30.0 and run["trial_s_sum"] == 45.0
+    assert run["idle_s"]["00000001"] == {"head_s": 2.0, "gaps_s": 3.0, "tail_s": 10.0}
+    assert run["busy"]["00000001"] == pytest.approx(0.5) and run["dispatch_order_s"] == [30.0, 10.0, 5.0]
+
+
+def test_per_trial_slowdown_pairs_trials_and_the_projection_uses_it(tmp_path: Path) -> None:
+    _timeline(tmp_path / "one", gpus=1, trial_s=20.0, gap_s=0.0)
+    _timeline(tmp_path / "two", gpus=2, trial_s=22.0, gap_s=0.0, imports_s=4.5)  # every trial 10% longer
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", "--project", "4,8",
+                          str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True, check=True)
+    result = json.loads(out.stdout)
+    two = result["runs"][1]
+    assert two["work_ratio"] == pytest.approx(1.1) and two["efficiency"] == pytest.approx(160 / 88 / 2)
+    assert two["phase_slowdown"]["imports"] == pytest.approx(1.5)
+    assert two["phase_slowdown"]["trial_wall_s"] == pytest.approx(1.1)
+    four, eight = result["projections"]
+    assert four["dispatch"]["wall_s"] == pytest.approx(44.0)  # 8 trials of 22 s, 2 deep on 4 GPUs
+    assert four["dispatch"]["efficiency"] == pytest.approx(1 / 1.1)
+    assert eight["longest_first"]["busy"] == pytest.approx(1.0) and eight["gpus"] == 8
