@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import socket
 import subprocess
 from functools import cache
@@ -60,6 +61,29 @@ def device_info(device_type: str) -> dict:
         info["device_name"] = props.name
         if uuid is not None:
             info["gpu_uuid"] = str(uuid) if str(uuid).startswith("GPU-") else f"GPU-{uuid}"
-        smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
-        info["driver_version"] = smi.splitlines()[0] if smi else None  # one driver per host
+        info["driver_version"] = driver_version()
     return info
+
+
+_PROC_VERSION = Path("/proc/driver/nvidia/version")
+
+
+def parse_proc_version(text: str) -> str | None:
+    """The driver version in /proc/driver/nvidia/version's first line ("NVRM version: NVIDIA UNIX
+    ... Kernel Module ... 580.159.04 ..."), or None."""
+    first = text.splitlines()[0] if text else ""
+    m = re.search(r"Kernel Module.*?\s(\d+\.\d+(?:\.\d+)?)\s", first + " ")
+    return m.group(1) if m else None
+
+
+def driver_version() -> str | None:
+    """The NVIDIA driver version (one per host): read from the kernel module's /proc entry, which
+    costs nothing, else asked of nvidia-smi, a separate process that takes a second or more."""
+    try:
+        found = parse_proc_version(_PROC_VERSION.read_text())
+    except OSError:
+        found = None
+    if found:
+        return found
+    smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    return smi.splitlines()[0] if smi else None

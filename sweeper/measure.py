@@ -26,9 +26,9 @@ import psutil
 import torch
 
 from sweeper import envinfo
+from sweeper.files import write_json
 from sweeper.health import Health, compare, default_tolerance, watch_compiles
 from sweeper.isolate import SPAWN_TIME_ENV
-from sweeper.results import write_json
 from sweeper.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows, timed_call
 from sweeper.trials import Trial
 from sweeper.workbench import Workbench, build_workbench
@@ -208,8 +208,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     device = torch.device(payload.get("device", "cpu"))
     row: dict[str, Any] = {"status": "running", "error": None,
                            "started_at": datetime.now(UTC).isoformat(),
-                           "matmul_precision": trial.measure["matmul_precision"],
-                           **envinfo.device_info(device.type)}
+                           "matmul_precision": trial.measure["matmul_precision"]}
     if trial.workload is not None:
         from sweeper import measure_stream  # imports this module: load it only for streams
 
@@ -223,6 +222,8 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
     mark("imports")
     emit(row)
     try:
+        row.update(envinfo.device_info(device.type))  # on CUDA, initializes the runtime
+        mark("env")
         wb = build_workbench(trial, device, mark)
         row["setup_s"] = time.time() - started
         if trial.workload is not None:

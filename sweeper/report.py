@@ -25,7 +25,7 @@ from sweeper import report_tables as tables
 from sweeper import rows
 from sweeper.compare import compare
 from sweeper.pareto import pareto_front
-from sweeper.results import atomic_write_bytes
+from sweeper.files import atomic_write_bytes
 from sweeper.report_tables import esc
 
 log = logging.getLogger(__name__)

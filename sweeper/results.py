@@ -1,14 +1,11 @@
-"""The Parquet schema of a trial row, atomic writes, and reading many runs back.
+"""The Parquet schema of a trial row, writing it, and reading many runs back.
 
 No torch, no Ray: a report can be rebuilt anywhere from Parquet files copied off a cluster.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +14,8 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sweeper.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +131,9 @@ COLUMNS: list[Column] = [
     _c("finished_at", TS, "Trial end (UTC)."),
     _c("trial_wall_s", F, "Wall time of the trial, process starts and both compiles included."),
     _c("setup_s", F, "Measuring process start to model, batch and eager reference ready (interpreter, imports, CUDA init, build)."),
-    _c("phase_s_json", S, "Seconds per phase of the trial as JSON: imports (process start to measuring code), build "
-       "(CUDA init, model and batch on the device), reference (eager reference outputs), eager (baseline), compiled "
+    _c("phase_s_json", S, "Seconds per phase of the trial as JSON: imports (process start to measuring code), env "
+       "(the row's environment record; on CUDA this initializes the runtime), cuda_init (the CUDA context), build "
+       "(model and batch on the device), reference (eager reference outputs), eager (baseline), compiled "
        "(compile, accuracy, steady windows), and the wall time of each measuring process (cold_process, "
        "warm_process: interpreter start to exit, teardown included)."),
 ]
@@ -163,41 +163,11 @@ def rows_to_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=SCHEMA)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)  # makes the rename itself durable
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError:  # some file systems cannot sync a directory; the data itself is synced
-        pass
-
-
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     """Write all rows to `path` atomically: a crash leaves the previous file intact."""
     sink = pa.BufferOutputStream()
     pq.write_table(rows_to_table(rows), sink, compression="zstd")
     atomic_write_bytes(path, sink.getvalue().to_pybytes())
-
-
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=2, sort_keys=True, default=str) + "\n").encode())
 
 
 def _read_one(path: Path) -> pd.DataFrame:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import __version__, envinfo
-from sweeper.results import MANIFEST_FILE, RESULTS_FILE, ResultsError, read_results, write_json, write_rows
+from sweeper.files import write_json
+from sweeper.results import MANIFEST_FILE, RESULTS_FILE, ResultsError, read_results, write_rows
 from sweeper.spec import SweepSpec
 from sweeper.trials import Trial
 

@@ -42,7 +42,7 @@ def test_compiled_inference_row_has_every_measurement(tmp_path):
     assert row["break_even_iters"] > 0 or math.isinf(row["break_even_iters"])
     assert row["device_type"] == "cpu" and row["torch_version"]
     assert row["setup_s"] > 0  # in-process here: the pytest process started long before
-    assert list(json.loads(row["phase_s_json"])) == ["imports", "build", "reference", "eager", "compiled"]
+    assert list(json.loads(row["phase_s_json"])) == ["imports", "env", "build", "reference", "eager", "compiled"]
 
 
 def test_compiled_and_eager_windows_alternate_and_the_row_uses_the_alternated_eager(tmp_path, monkeypatch):
@@ -102,9 +102,10 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
     assert row["accuracy_ok"] and row["graphs"] == 1
     assert row["trial_wall_s"] > row["compile_s"] + row["setup_s"]
     phases = json.loads(row["phase_s_json"])
-    assert list(phases) == ["imports", "build", "reference", "eager", "compiled", "cold_process", "warm_process"]
-    inside = sum(phases[k] for k in ("imports", "build", "reference", "eager", "compiled"))
-    assert row["setup_s"] == pytest.approx(phases["imports"] + phases["build"] + phases["reference"], abs=0.05)
+    assert list(phases) == ["imports", "env", "build", "reference", "eager", "compiled", "cold_process",
+                            "warm_process"]
+    inside = sum(phases[k] for k in ("imports", "env", "build", "reference", "eager", "compiled"))
+    assert row["setup_s"] == pytest.approx(sum(phases[k] for k in ("imports", "env", "build", "reference")), abs=0.05)
     assert phases["compiled"] > row["compile_s"] and inside <= phases["cold_process"] + 0.05
     assert phases["cold_process"] + phases["warm_process"] < row["trial_wall_s"]
 
@@ -115,3 +116,54 @@ def test_compile_threads_reach_the_measuring_process(tmp_path, monkeypatch):
     assert env["TORCHINDUCTOR_COMPILE_THREADS"] == "3"
     assert env["TORCHINDUCTOR_CACHE_DIR"].startswith(str(tmp_path))
     assert "TORCHINDUCTOR_COMPILE_THREADS" not in isolate._child_env(tmp_path, [], {})
+
+
+
+def test_the_measuring_process_does_not_load_the_parquet_stack_or_ray(tmp_path):
+    """Every trial pays its measuring process's imports: it writes its row as JSON and needs
+    neither pandas nor pyarrow (half a second) nor Ray."""
+    import subprocess
+    import sys
+
+    (eager, _) = _trial(models=[{"name": "resnet18-tiny"}])
+    (tmp_path / "trial.json").write_text(json.dumps(_payload(eager)))
+    script = f"""
+import json, sys
+from pathlib import Path
+from sweeper import measure
+d = Path({str(tmp_path)!r})
+row = measure.run(json.loads((d / "trial.json").read_text()), d / "row.json")
+print(json.dumps({{"status": row["status"], "loaded": [m for m in ("pandas", "pyarrow", "ray") if m in sys.modules]}}))
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out.strip().splitlines()[-1]) == {"status": "ok", "loaded": []}
+    assert json.loads((tmp_path / "row.json").read_text())["status"] == "ok"
+
+
+@pytest.mark.parametrize("first_line, version", [
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  "
+     "Thu Oct  2 2025", "580.159.04"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023", "535.104.05"),
+    ("NVRM version: NVIDIA UNIX aarch64 Kernel Module  550.54  Tue Feb 20 2024", "550.54"),
+    ("something else entirely 1.2.3", None),
+    ("", None),
+])
+def test_driver_version_from_the_kernel_module_proc_entry(first_line, version):
+    from sweeper import envinfo
+
+    assert envinfo.parse_proc_version(first_line + "\nGCC version:  gcc version 12.3.0 (Ubuntu 12.3.0)\n") == version
+
+
+def test_driver_version_falls_back_to_nvidia_smi(tmp_path, monkeypatch):
+    from sweeper import envinfo
+
+    (tmp_path / "version").write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19\n")
+    monkeypatch.setattr(envinfo, "_PROC_VERSION", tmp_path / "version")
+    assert envinfo.driver_version() == "535.104.05"
+    smi = tmp_path / "bin" / "nvidia-smi"  # a stand-in executable: this machine has no driver
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho 580.159.04\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:/usr/bin:/bin")
+    monkeypatch.setattr(envinfo, "_PROC_VERSION", tmp_path / "missing")
+    assert envinfo.driver_version() == "580.159.04"
