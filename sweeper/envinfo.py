@@ -77,8 +77,8 @@ def parse_proc_version(text: str) -> str | None:
 
 
 def driver_version() -> str | None:
-    """The NVIDIA driver version (one per host): read from the kernel module's /proc entry, which
-    costs nothing, else asked of nvidia-smi, a separate process that takes a second or more."""
+    """The NVIDIA driver version (one per host): read from the kernel module's /proc entry, else
+    asked of nvidia-smi, which costs every measuring process another process start."""
     try:
         found = parse_proc_version(_PROC_VERSION.read_text())
     except OSError:
