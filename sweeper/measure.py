@@ -170,28 +170,41 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emi
     _ratios(row, eager, stats)
 
 
-def _ratios(row: dict[str, Any], eager: WindowStats, stats: WindowStats) -> None:
+def relative_to_eager(row: dict[str, Any]) -> None:
+    """Speedup and memory ratio of the compiled figures in `row` over its eager ones."""
     row["speedup_vs_eager"] = row["throughput_items_s"] / row["eager_throughput_items_s"]
     row["mem_ratio_vs_eager"] = row["peak_mem_gib"] / row["eager_peak_mem_gib"] if row["eager_peak_mem_gib"] else None
+
+
+def _ratios(row: dict[str, Any], eager: WindowStats, stats: WindowStats) -> None:
+    relative_to_eager(row)
     gain = eager.median_iter_s - stats.median_iter_s
     row["break_even_iters"] = row["compile_s"] / gain if gain > 0 else math.inf
 
 
+def tolerance(trial: Trial) -> float:
+    """The spec's accuracy tolerance, else the default for the trial's precision."""
+    m = trial.measure
+    return m.get("accuracy_tol") or default_tolerance(trial.precision, m["matmul_precision"])
+
+
 def _accuracy(wb: Workbench, row: dict[str, Any]) -> None:
-    m = wb.trial.measure
-    tol = m.get("accuracy_tol") or default_tolerance(wb.trial.precision, m["matmul_precision"])
+    tol = tolerance(wb.trial)
     max_abs, rel = compare(wb.reference, wb.first_outputs)
     row.update(max_abs_err=max_abs, rel_err=rel, accuracy_tol=tol, accuracy_ok=rel <= tol)
+
+
+EAGER_BASELINE = {"speedup_vs_eager": 1.0, "mem_ratio_vs_eager": 1.0, "accuracy_ok": True, "max_abs_err": 0.0,
+                  "rel_err": 0.0, "graphs": 0, "graph_breaks": 0, "recompiles": 0, "cudagraph_skips": 0,
+                  "recompile_limit_hit": False}
+"""What an eager row says of itself: it is its own baseline and reference, and compiled nothing."""
 
 
 def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: WindowStats) -> None:
     for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib"):
         row[k] = row[f"eager_{k}"]
     row.update(_timing_row("", eager, wb), peak_mem_compile_gib=row["eager_peak_mem_gib"],
-               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(),
-               speedup_vs_eager=1.0, mem_ratio_vs_eager=1.0, accuracy_ok=True, max_abs_err=0.0,
-               rel_err=0.0, graphs=0, graph_breaks=0, recompiles=0, cudagraph_skips=0,
-               recompile_limit_hit=False)
+               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(), **EAGER_BASELINE)
 
 
 def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:

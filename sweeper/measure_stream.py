@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from sweeper import measure, streams
-from sweeper.health import Health, compare, default_tolerance, watch_compiles
+from sweeper.health import Health, compare, watch_compiles
 from sweeper.streams import Stream, StreamBatch
 from sweeper.timing import MemoryTracker, WindowStats, timed_call
 from sweeper.trials import Trial
@@ -126,8 +126,7 @@ class _Accuracy:
         self.mem.reset()
 
     def row(self) -> dict[str, Any]:
-        m = self.wb.trial.measure
-        tol = m.get("accuracy_tol") or default_tolerance(self.wb.trial.precision, m["matmul_precision"])
+        tol = measure.tolerance(self.wb.trial)
         return {"max_abs_err": self.max_abs, "rel_err": self.rel, "accuracy_tol": tol,
                 "accuracy_ok": self.rel <= tol, "accuracy_shapes": len(self.seen)}
 
@@ -191,8 +190,7 @@ def _stream_ratios(row: dict[str, Any], stream: Stream, eager: PassTimes, times:
     row["stream_break_even_batches"] = extra / gain if gain > 0 else math.inf
     row["break_even_iters"] = row["stream_break_even_batches"]
     row["stream_speedup_vs_eager"] = row["eager_stream_s"] / row["stream_s"]
-    row["speedup_vs_eager"] = row["throughput_items_s"] / row["eager_throughput_items_s"]
-    row["mem_ratio_vs_eager"] = row["peak_mem_gib"] / row["eager_peak_mem_gib"] if row["eager_peak_mem_gib"] else None
+    measure.relative_to_eager(row)
     log.debug("stream of %d batches: %.3g s compiled vs %.3g s eager", n, row["stream_s"], row["eager_stream_s"])
 
 
@@ -207,10 +205,8 @@ def _flag_fallback(trial: Trial, row: dict[str, Any]) -> None:
 def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: PassTimes, stream: Stream) -> None:
     row.update(_timing_row("", eager, stream), peak_mem_gib=row["eager_peak_mem_gib"],
                peak_mem_compile_gib=row["eager_peak_mem_gib"],
-               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(),
-               speedup_vs_eager=1.0, stream_speedup_vs_eager=1.0, mem_ratio_vs_eager=1.0, accuracy_ok=True,
-               max_abs_err=0.0, rel_err=0.0, graphs=0, graph_breaks=0, recompiles=0, cudagraph_skips=0,
-               recompile_limit_hit=False, fell_back_to_eager=False)
+               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(), **measure.EAGER_BASELINE,
+               stream_speedup_vs_eager=1.0, fell_back_to_eager=False)
 
 
 def run(wb: Workbench, row: dict[str, Any], emit, warm: bool = False,
