@@ -126,7 +126,7 @@ def context_summary(data: pd.DataFrame) -> pd.DataFrame:
 def _verdict(ctx: pd.DataFrame) -> dict[str, Any]:
     compiled = ctx[~ctx["is_eager"]]
     good = compiled[rows.accurate(compiled) & compiled["speedup_vs_eager"].gt(0)
-                    & ~compiled["fell_back_to_eager"].fillna(False).astype(bool)]
+                    & ~rows.fell_back(compiled)]
     none = {"best_setting": None, "best_speedup": math.nan, "best_compile_s": math.nan, "break_even_iters": math.nan}
     if not ctx["status"].eq("ok").any():
         return {**none, "verdict": "all trials failed", "verdict_css": "v-fail"}

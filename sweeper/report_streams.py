@@ -25,13 +25,9 @@ def stream_rows(ctx: pd.DataFrame) -> pd.DataFrame:
     return ctx[ctx["workload"].notna()]
 
 
-def fell_back(df: pd.DataFrame) -> pd.Series:
-    return df["fell_back_to_eager"].fillna(False).astype(bool)
-
-
 def candidates(df: pd.DataFrame) -> pd.DataFrame:
     """Rows that may be recommended: ran, accurate, measured a stream, never fell back to eager."""
-    return df[rows.accurate(df) & ~fell_back(df) & df["stream_s"].gt(0)]
+    return df[rows.accurate(df) & ~rows.fell_back(df) & df["stream_s"].gt(0)]
 
 
 def recommended(df: pd.DataFrame) -> pd.Series | None:
@@ -65,7 +61,7 @@ def _hover(r: pd.Series, unit: str, speed: float) -> str:
              f"steady {fmt_num(speed)} {unit} · padding waste {fmt_num(100 * (r['pad_waste'] or 0))}%",
              f"graphs {fmt_num(r['graphs'])} · recompiles {fmt_num(r['recompiles'])} · "
              f"{fmt_num(r['stream_shapes'])} shapes · compile/shape {fmt_num(r['compile_s_per_shape'])} s"]
-    if fell_back(pd.DataFrame([r])).iloc[0]:
+    if rows.fell_back(pd.DataFrame([r])).iloc[0]:
         lines.append("<b>FELL BACK TO EAGER</b> (recompile limit hit)")
     return "<br>".join(lines)
 
@@ -80,7 +76,7 @@ def recompiles_scatter(df: pd.DataFrame, title: str) -> Figure | None:
     traces = []
     for i, policy in enumerate(policies):
         d = shown[shown["bucketing"].fillna("none").eq(policy)]
-        fell = fell_back(d).tolist()
+        fell = rows.fell_back(d).tolist()
         traces.append({
             "type": "scatter", "mode": "markers", "name": esc(policy),
             "x": _clean(d["graphs"].astype(float)), "y": _clean(speed[d.index].astype(float)),
@@ -109,7 +105,7 @@ def stream_time_bars(df: pd.DataFrame, title: str) -> Figure | None:
     shown = shown.loc[best.to_numpy()]
     traces = []
     for i, (name, d) in enumerate(shown.groupby("_setting", sort=True)):
-        fell = fell_back(d).tolist()
+        fell = rows.fell_back(d).tolist()
         traces.append({
             "type": "bar", "name": esc(name), "x": [label[p] for p in d["_policy"]],
             "y": _clean(d["stream_s"].astype(float)),
@@ -133,7 +129,7 @@ def stream_table(df: pd.DataFrame) -> str:
     for k, r in df.sort_values("stream_s", na_position="last").iterrows():
         acc = "reference" if r["is_eager"] else {True: "passed", False: "FAILED"}.get(
             None if r["accuracy_ok"] is pd.NA else bool(r["accuracy_ok"]), r["status"])
-        fell = bool(fell_back(df.loc[[k]]).iloc[0])
+        fell = bool(rows.fell_back(df.loc[[k]]).iloc[0])
         body.append(
             "<tr>" + td(setting(r), nowrap=True) + td(r["bucketing"]) + td_num(r["batch_size"])
             + td_num(r["stream_s"]) + td_num(r["eager_stream_s"]) + td_num(r["stream_speedup_vs_eager"], decimals=2)
@@ -168,7 +164,7 @@ def _recommendation(df: pd.DataFrame) -> str:
 
 
 def _fallback_warning(df: pd.DataFrame) -> str:
-    fell = df[fell_back(df)]
+    fell = df[rows.fell_back(df)]
     if fell.empty:
         return ""
     items = ", ".join(f"{hesc(setting(r))} + bucketing {hesc(r['bucketing'])}" for _, r in fell.iterrows())

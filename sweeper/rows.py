@@ -96,6 +96,11 @@ def accurate(df: pd.DataFrame) -> pd.Series:
     return df["status"].eq("ok") & (df["is_eager"] | df["accuracy_ok"].fillna(False).astype(bool))
 
 
+def fell_back(df: pd.DataFrame) -> pd.Series:
+    """Rows whose compiled code hit the recompile limit, so later new shapes ran eager."""
+    return df["fell_back_to_eager"].fillna(False).astype(bool)
+
+
 def dynamic_text(value: object) -> str:
     """`None`, `True` or `False`, the way torch.compile(dynamic=...) is written."""
     if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
@@ -124,14 +129,24 @@ def advice(row: pd.Series | dict) -> str:
     """What to do for one row's setting, as code: for a stream, its bucketing and mark_dynamic,
     then the torch.compile call (or the advice not to compile)."""
     steps = []
-    bucketing = row.get("bucketing")
-    if isinstance(bucketing, str) and bucketing != "none" and is_stream(row):
-        steps.append(f"pad each batch by bucketing {bucketing}")
-    mark = row.get("mark_dynamic")
-    if isinstance(mark, (bool, np.bool_)) and mark:
+    policy = _bucketing(row)
+    if policy and is_stream(row):
+        steps.append(f"pad each batch by bucketing {policy}")
+    if _marks_dynamic(row):
         steps.append("torch._dynamo.mark_dynamic(input, 1) on each input")
     steps.append(compile_call(row.get("mode"), row.get("dynamic_label", "None"), row.get("backend")))
     return "; ".join(steps)
+
+
+def _bucketing(row: pd.Series | dict) -> str | None:
+    """The row's bucketing policy, or None when it pads nothing (`none`, or not a token stream)."""
+    policy = row.get("bucketing")
+    return policy if isinstance(policy, str) and policy != "none" else None
+
+
+def _marks_dynamic(row: pd.Series | dict) -> bool:
+    mark = row.get("mark_dynamic")
+    return isinstance(mark, (bool, np.bool_)) and bool(mark)
 
 
 def compile_cost_s(row: pd.Series | dict) -> float:
@@ -154,12 +169,11 @@ def setting_label(row: pd.Series | dict) -> str:
         backend = row.get("backend")
         if backend and backend != "inductor":
             parts.append(f"backend={backend}")
-        mark = row.get("mark_dynamic")
-        if isinstance(mark, (bool, np.bool_)) and mark:
+        if _marks_dynamic(row):
             parts.append("mark_dynamic")
-    bucketing = row.get("bucketing")
-    if isinstance(bucketing, str) and bucketing != "none":
-        parts.append(f"bucketing {bucketing}")
+    policy = _bucketing(row)
+    if policy:
+        parts.append(f"bucketing {policy}")
     bs = row.get("batch_size")
     if bs is not None and not pd.isna(bs):
         parts.append(f"batch {int(bs)}")
