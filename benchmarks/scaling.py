@@ -128,13 +128,13 @@ def schedule(trial_s: list[float], gpus: int) -> float:
 
 def slowdown(run: dict, base: dict) -> dict[str, float]:
     """Median ratio, trial by trial (same trial id), of each phase's seconds in `run` to those in `base`."""
-    out: dict[str, float] = {}
+    ratios: dict[str, list[float]] = {}
     for tid, phases in run["per_trial_s"].items():
         for name, s in phases.items():
             b = base["per_trial_s"].get(tid, {}).get(name)
             if b:
-                out.setdefault(name, []).append(s / b)  # type: ignore[attr-defined]
-    return {k: float(pd.Series(v).median()) for k, v in out.items()}
+                ratios.setdefault(name, []).append(s / b)
+    return {k: float(pd.Series(v).median()) for k, v in ratios.items()}
 
 
 def _efficiency(r: dict, base: dict) -> tuple[float, float]:
@@ -158,8 +158,8 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
         row = {"gpus": n, "assumed_work_ratio": widest["work_ratio"]}
         for order, seq in (("dispatch", trial_s), ("longest_first", sorted(trial_s, reverse=True))):
             wall = schedule(seq, n)
-            row[order] = {"wall_s": wall, "busy": sum(seq) / (n * wall),
-                          "efficiency": base["wall_s"] * base["gpus"] / (wall * n) * len(seq) / base["trials"]}
+            _, eff = _efficiency({"wall_s": wall, "trials": len(seq), "gpus": n}, base)
+            row[order] = {"wall_s": wall, "busy": sum(seq) / (n * wall), "efficiency": eff}
         projections.append(row)
     if not markdown:
         for r in rows:
