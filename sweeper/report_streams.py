@@ -55,13 +55,13 @@ def _symbol(r: pd.Series) -> str:
     return f"{sym}-open-dot" if r["mark_dynamic"] else sym
 
 
-def _hover(r: pd.Series, unit: str, speed: float) -> str:
+def _hover(r: pd.Series, unit: str, speed: float, fell: bool) -> str:
     lines = [f"<b>{esc(setting(r))}</b> · bucketing {esc(r['bucketing'])} · batch {fmt_num(r['batch_size'])}",
              f"stream {fmt_num(r['stream_s'])} s end-to-end (eager {fmt_num(r['eager_stream_s'])} s)",
              f"steady {fmt_num(speed)} {unit} · padding waste {fmt_num(100 * (r['pad_waste'] or 0))}%",
              f"graphs {fmt_num(r['graphs'])} · recompiles {fmt_num(r['recompiles'])} · "
              f"{fmt_num(r['stream_shapes'])} shapes · compile/shape {fmt_num(r['compile_s_per_shape'])} s"]
-    if rows.fell_back(pd.DataFrame([r])).iloc[0]:
+    if fell:
         lines.append("<b>FELL BACK TO EAGER</b> (recompile limit hit)")
     return "<br>".join(lines)
 
@@ -80,7 +80,7 @@ def recompiles_scatter(df: pd.DataFrame, title: str) -> Figure | None:
         traces.append({
             "type": "scatter", "mode": "markers", "name": esc(policy),
             "x": _clean(d["graphs"].astype(float)), "y": _clean(speed[d.index].astype(float)),
-            "text": [_hover(r, unit, speed[k]) for k, r in d.iterrows()],
+            "text": [_hover(r, unit, speed[k], f) for (k, r), f in zip(d.iterrows(), fell, strict=True)],
             "hovertemplate": "%{text}<extra></extra>",
             "marker": {"color": _POLICY_COLOURS[i % len(_POLICY_COLOURS)], "size": 11,
                        "symbol": [_symbol(r) for _, r in d.iterrows()],
@@ -126,10 +126,10 @@ def stream_table(df: pd.DataFrame) -> str:
                f"Steady {unit}", "Pad waste %", "Shapes", "Graphs", "Recompiles",
                "Compile / shape (s)", "Break-even batches", "Peak mem (GiB)", "Accuracy", "Fell back"]
     body = []
+    fell_back = rows.fell_back(df)
     for k, r in df.sort_values("stream_s", na_position="last").iterrows():
         acc = "reference" if r["is_eager"] else {True: "passed", False: "FAILED"}.get(
             None if r["accuracy_ok"] is pd.NA else bool(r["accuracy_ok"]), r["status"])
-        fell = bool(rows.fell_back(df.loc[[k]]).iloc[0])
         body.append(
             "<tr>" + td(setting(r), nowrap=True) + td(r["bucketing"]) + td_num(r["batch_size"])
             + td_num(r["stream_s"]) + td_num(r["eager_stream_s"]) + td_num(r["stream_speedup_vs_eager"], decimals=2)
@@ -137,7 +137,7 @@ def stream_table(df: pd.DataFrame) -> str:
             + td_num(100 * r["pad_waste"] if pd.notna(r["pad_waste"]) else None, decimals=1)
             + td_num(r["stream_shapes"]) + td_num(r["graphs"]) + td_num(r["recompiles"])
             + td_num(r["compile_s_per_shape"]) + td_num(r["stream_break_even_batches"]) + td_num(r["peak_mem_gib"])
-            + td(acc) + ('<td class="v-fail">FELL BACK TO EAGER</td>' if fell else td("no")) + "</tr>")
+            + td(acc) + ('<td class="v-fail">FELL BACK TO EAGER</td>' if fell_back[k] else td("no")) + "</tr>")
     return table(headers, body)
 
 
