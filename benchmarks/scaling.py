@@ -37,7 +37,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sweeper.results import read_results  # noqa: E402
+from sweeper.results.store import read_results  # noqa: E402
 
 
 def _ray(*args: str, env: dict[str, str]) -> None:

@@ -18,7 +18,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 @pytest.fixture(scope="session")
 def ray_local():
     """A real local Ray, started once (about 5 s on 2 cores) and shared by every test."""
-    from sweeper import runner
+    from sweeper.run import ray_tune as runner
 
     runner.connect(None)
     yield
@@ -37,9 +37,9 @@ def no_ray(monkeypatch):
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started")
 
-    fake = types.ModuleType("sweeper.runner")
+    fake = types.ModuleType("sweeper.run.ray_tune")
     fake.connect = fake.run_sweep = fake.resolve_device = refuse
-    monkeypatch.setitem(sys.modules, "sweeper.runner", fake)
+    monkeypatch.setitem(sys.modules, "sweeper.run.ray_tune", fake)
     monkeypatch.setattr(sweeper, "runner", fake, raising=False)
 
 
@@ -69,6 +69,6 @@ def tiny_spec(name: str = "t", **overrides: Any) -> dict[str, Any]:
 
 def run_cli(args: list[str]) -> int:
     """Run `sweeper ...` in this process (so it shares the session's Ray)."""
-    from sweeper.cli import main
+    from sweeper.cli.app import main
 
     return main(args)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.compare import compare
+from sweeper.analysis.compare import compare
 
 
 def row(mode: str, batch: int, tp: float | None = 1000.0, compile_s: float | None = 30.0,

@@ -8,9 +8,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper.results import COLUMN_NAMES, read_results
-from sweeper.spec import load_spec
-from sweeper.trials import expand
+from sweeper.results.schema import COLUMN_NAMES
+from sweeper.results.store import read_results
+from sweeper.spec.schema import load_spec
+from sweeper.spec.trials import expand
 
 from conftest import REPO, run_cli, tiny_spec, write_spec
 

@@ -26,9 +26,9 @@ import psutil
 import pytest
 
 from faulty_models import HANG_CHILD_MARKER
-from sweeper.results import read_results
-from sweeper.spec import load_spec
-from sweeper.trials import expand
+from sweeper.results.store import read_results
+from sweeper.spec.schema import load_spec
+from sweeper.spec.trials import expand
 
 from conftest import REPO, run_cli, tiny_spec, write_spec
 
@@ -170,7 +170,7 @@ def _leftovers(trial_ids: list[str]) -> list[str]:
 
 _PROBE = """
 import json, socket, psutil
-from sweeper import runner
+from sweeper.run import ray_tune as runner
 runner.connect(None)
 me = psutil.Process()
 tree = [me, *me.children(recursive=True)]

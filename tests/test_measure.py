@@ -7,9 +7,11 @@ import math
 
 import pytest
 
-from sweeper import isolate, measure
-from sweeper.spec import parse_spec
-from sweeper.trials import expand
+from sweeper.run import isolate
+from sweeper.measure import pipeline
+from sweeper.measure import process as measure
+from sweeper.spec.schema import parse_spec
+from sweeper.spec.trials import expand
 
 from conftest import tiny_spec
 
@@ -48,14 +50,14 @@ def test_compiled_inference_row_has_every_measurement(tmp_path):
 def test_compiled_and_eager_windows_alternate_and_the_row_uses_the_alternated_eager(tmp_path, monkeypatch):
     _, compiled = _trial()
     calls = []
-    real = measure.run_interleaved
+    real = pipeline.run_interleaved
 
     def spy(arms, device, windows):
         stats = real(arms, device, windows)
         calls.append((len(arms), arms[1].mem is not None, stats))
         return stats
 
-    monkeypatch.setattr(measure, "run_interleaved", spy)
+    monkeypatch.setattr(pipeline, "run_interleaved", spy)
     row = measure.run(_payload(compiled), tmp_path / "row.json")
     assert row["status"] == "ok", row["error"]
     ((n_arms, compiled_tracked, (eager, timed)),) = calls
@@ -130,7 +132,8 @@ def test_the_measuring_process_does_not_load_the_parquet_stack_or_ray(tmp_path):
     script = f"""
 import json, sys
 from pathlib import Path
-from sweeper import measure
+from sweeper.measure import pipeline
+from sweeper.measure import process as measure
 d = Path({str(tmp_path)!r})
 row = measure.run(json.loads((d / "trial.json").read_text()), d / "row.json")
 print(json.dumps({{"status": row["status"], "loaded": [m for m in ("pandas", "pyarrow", "ray") if m in sys.modules]}}))

@@ -162,7 +162,7 @@ def swept(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.Data
            "--results", str(work / "results"), "--no-report"]
     out = subprocess.run(cmd, env=cluster.env, cwd=work, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
     assert out.returncode == 0, f"stdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-5000:]}"
-    from sweeper.results import read_results
+    from sweeper.results.store import read_results
 
     df = read_results([work / "results"])
     df["node"] = df["node_id"].map(cluster.node_names)

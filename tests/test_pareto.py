@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sweeper import pareto
-from sweeper.pareto import DEFAULT_OBJECTIVES, pareto_front
+from sweeper.analysis import pareto
+from sweeper.analysis.pareto import DEFAULT_OBJECTIVES, pareto_front
 
 OBJECTIVE_SETS = [
     DEFAULT_OBJECTIVES,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sweeper.progress import Progress, kind
-from sweeper.spec import parse_spec
-from sweeper.trials import expand
+from sweeper.run.progress import Progress, kind
+from sweeper.spec.schema import parse_spec
+from sweeper.spec.trials import expand
 
 from conftest import tiny_spec
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from sweeper.results import schema_markdown
+from sweeper.results.schema import schema_markdown
 
 from conftest import REPO
 

@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from sweeper.recommend import RecommendError, recommend
+from sweeper.analysis.recommend_text import render
+from sweeper.analysis.recommend import RecommendError, recommend
 
 
 def row(mode: str, tp: float | None, mem: float | None, compile_s: float | None, *, dynamic=None,
@@ -80,7 +81,7 @@ def test_nothing_fits(table: pd.DataFrame) -> None:
     rec = recommend(table, "net", max_memory_gib=0.5)
     assert rec.best is None and rec.runner_up is None
     assert rec.advice == "no setting meets the constraints"
-    assert "No setting meets" in rec.to_text()
+    assert "No setting meets" in render(rec)
 
 
 def test_batch_sizes_compare_by_time_per_item() -> None:
@@ -149,7 +150,7 @@ def test_json_dict_is_strict_json(table: pd.DataFrame) -> None:
 
 
 def test_text_names_best_runner_up_and_exclusions(table: pd.DataFrame) -> None:
-    text = recommend(table, "net", iterations=10_000).to_text()
+    text = render(recommend(table, "net", iterations=10_000))
     assert "Recommendation: torch.compile(model, mode=\"default\", dynamic=None)" in text
     assert "Runner-up: eager" in text
     assert "Excluded (3" in text and "status oom" in text
@@ -174,7 +175,7 @@ def test_stream_settings_pay_every_compile_of_the_stream_and_name_their_bucketin
     short = recommend(df, "net", iterations=100_000)
     assert short.advice.startswith("pad each batch by bucketing pow2;")
     assert short.runner_up.compile_s == 60.0 and "not paid back" in short.runner_up_reason
-    assert "compiles over the stream 20 s" in short.to_text()
+    assert "compiles over the stream 20 s" in render(short)
     limited = recommend(df, "net", max_compile_s=30.0)
     assert limited.best.throughput_items_s == 2000.0
     (over,) = [e for e in limited.excluded if e.kind == "over compile limit"]

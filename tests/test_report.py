@@ -13,8 +13,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from sweeper import report, synthetic
-from sweeper.results import COLUMN_NAMES, read_results, write_rows
+from sweeper.report import page as report
+from sweeper.results import synthetic
+from sweeper.results.schema import COLUMN_NAMES
+from sweeper.results.store import read_results, write_rows
 
 XSS = "<script>alert(1)</script>"
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from sweeper import report, rows, synthetic
+from sweeper.report import page as report
+from sweeper.analysis import frames as rows
+from sweeper.results import synthetic
 
 PWN_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
 PWN_SCRIPT = "<script>document.body.setAttribute('data-pwned','script')</script>"

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sweeper import report_cmds, synthetic
-from sweeper.results import write_rows
+from sweeper.cli import results_cmds as report_cmds
+from sweeper.results import synthetic
+from sweeper.results.store import write_rows
 
 
 def run(argv: list[str]) -> int:
@@ -74,8 +75,8 @@ def test_ambiguous_question_is_a_usage_error(results: Path, capsys) -> None:
 
 
 def test_report_modules_import_neither_torch_nor_ray() -> None:
-    code = ("import sys; import sweeper.report, sweeper.pareto, sweeper.recommend, sweeper.compare, "
-            "sweeper.report_cmds; bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
+    code = ("import sys; import sweeper.report.page, sweeper.analysis.pareto, sweeper.analysis.recommend, sweeper.analysis.compare, "
+            "sweeper.cli.results_cmds; bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

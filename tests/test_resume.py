@@ -21,10 +21,10 @@ import psutil
 import pytest
 import yaml
 
-from sweeper.results import MANIFEST_FILE, RESULTS_FILE, read_results
-from sweeper.spec import load_spec
-from sweeper.sweep import SweepState
-from sweeper.trials import expand
+from sweeper.results.store import MANIFEST_FILE, RESULTS_FILE, read_results
+from sweeper.spec.schema import load_spec
+from sweeper.run.state import SweepState
+from sweeper.spec.trials import expand
 
 from conftest import REPO, run_cli, tiny_spec, write_spec
 
@@ -163,8 +163,8 @@ def test_description_change_is_not_a_spec_change(tmp_path, capsys, no_ray, monke
     spec_path.write_text(yaml.safe_dump({**spec, "description": "now with notes"}))
     import sweeper
 
-    monkeypatch.setattr(sweeper.runner, "connect", lambda address: None)
-    monkeypatch.setattr(sweeper.runner, "resolve_device", lambda spec: "cpu")  # nothing left to run
+    monkeypatch.setattr(sweeper.run.ray_tune, "connect", lambda address: None)
+    monkeypatch.setattr(sweeper.run.ray_tune, "resolve_device", lambda spec: "cpu")  # nothing left to run
     assert run_cli(["run", str(spec_path), "--results", str(out), "--resume", "--no-report"]) == 0
     assert len(read_results([out / RESULTS_FILE])) == 4
 
@@ -230,7 +230,7 @@ def test_retry_failed_reruns_only_crashed_and_timeout(ray_local, tmp_path):
 
 
 def test_each_row_is_on_disk_before_the_next(tmp_path):
-    from sweeper.runner import Progress, _Collector
+    from sweeper.run.ray_tune import Progress, _Collector
 
     spec_path = _spec(tmp_path)
     spec = load_spec(spec_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.results import write_rows
+from sweeper.results.store import write_rows
 
 from conftest import REPO
 
@@ -55,8 +55,8 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
 
 
 def test_the_scaling_spec_is_48_inference_trials_over_vision_and_nlp() -> None:
-    from sweeper.spec import load_spec
-    from sweeper.trials import expand
+    from sweeper.spec.schema import load_spec
+    from sweeper.spec.trials import expand
 
     trials, dropped = expand(load_spec(REPO / "experiments" / "scaling.yaml"))
     assert len(trials) >= 48 and not dropped

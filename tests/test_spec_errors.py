@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from sweeper.cli import main
-from sweeper.results import write_rows
+from sweeper.cli.app import main
+from sweeper.results.store import write_rows
 
 from conftest import REPO, tiny_spec, write_spec
 
@@ -200,7 +200,7 @@ def _env() -> dict[str, str]:
 
 def _bad_results(tmp_path: Path, kind: str) -> Path:
     good = tmp_path / "good.parquet"
-    from sweeper import synthetic
+    from sweeper.results import synthetic
 
     write_rows(good, synthetic.make_rows(5, seed=1, models=["resnet50"]))
     if kind == "missing":

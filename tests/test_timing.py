@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
-from sweeper.health import compare, default_tolerance
-from sweeper.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows
+from sweeper.measure.health import compare, default_tolerance
+from sweeper.measure.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows
 
 
 def test_window_stats_percentiles_and_throughput():

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sweeper.spec import parse_spec
-from sweeper.trials import Trial, expand
+from sweeper.spec.schema import parse_spec
+from sweeper.spec.trials import Trial, expand
 
 
 def _spec(**axes):

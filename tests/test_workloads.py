@@ -13,13 +13,19 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from sweeper import bucketing, measure, measure_stream, report, streams, workloads
-from sweeper.bucketing import pad_length, parse
-from sweeper.results import COLUMN_NAMES, normalize_row, read_results, rows_to_table
-from sweeper.spec import SpecError, parse_spec
-from sweeper.spec_workload import FileLengths, ImagesSpec, TextLengths, WorkloadSpec
-from sweeper.sweep import make_row
-from sweeper.trials import expand
+from sweeper.spec import bucketing
+from sweeper.measure import process as measure
+from sweeper.measure import stream as measure_stream
+from sweeper.report import page as report
+from sweeper.measure import streams
+from sweeper.spec import lengths as workloads
+from sweeper.spec.bucketing import pad_length, parse
+from sweeper.results.schema import COLUMN_NAMES, normalize_row
+from sweeper.results.store import read_results, rows_to_table
+from sweeper.spec.schema import SpecError, parse_spec
+from sweeper.spec.workload import FileLengths, ImagesSpec, TextLengths, WorkloadSpec
+from sweeper.run.state import make_row
+from sweeper.spec.trials import expand
 
 from conftest import REPO, run_cli, tiny_spec
 
@@ -367,7 +373,8 @@ def stream_rows() -> list[dict]:
 
 def test_report_stream_block_recommends_and_flags_fallback() -> None:
     df = pd.DataFrame(stream_rows())
-    from sweeper import report_streams, rows
+    from sweeper.report import streams as report_streams
+    from sweeper.analysis import frames as rows
 
     best = report_streams.recommended(rows.prepare(df))
     assert (best["mode"], best["bucketing"]) == ("eager", "none")  # short stream: compiles never pay back
@@ -378,7 +385,8 @@ def test_report_stream_block_recommends_and_flags_fallback() -> None:
 
 
 def test_stream_settings_that_fell_back_are_never_recommended() -> None:
-    from sweeper import report_streams, rows
+    from sweeper.report import streams as report_streams
+    from sweeper.analysis import frames as rows
 
     data = [{**r, "stream_s": 0.5} if r.get("fell_back_to_eager") else r for r in stream_rows()]
     best = report_streams.recommended(rows.prepare(pd.DataFrame(data)))

@@ -13,9 +13,11 @@ import logging
 import sys
 from pathlib import Path
 
-from sweeper.recommend import RecommendError, recommend
-from sweeper.report import DEFAULT_TITLE, write_report
-from sweeper.results import ResultsError, read_results
+from sweeper.analysis import recommend_text
+from sweeper.analysis.recommend import RecommendError, recommend
+from sweeper.report.page import DEFAULT_TITLE, write_report
+from sweeper.results.schema import ResultsError
+from sweeper.results.store import read_results
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
                         device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
     except (ResultsError, RecommendError) as e:
         return _fail(e)
-    print(json.dumps(rec.to_dict(), indent=2) if args.json else rec.to_text())
+    print(json.dumps(rec.to_dict(), indent=2) if args.json else recommend_text.render(rec))
     return 0 if rec.best is not None else 1
 
 

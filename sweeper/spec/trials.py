@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sweeper import workloads, zoo
-from sweeper.spec import ModelSpec, SpecError, SweepSpec
+from sweeper import zoo
+from sweeper.spec import lengths as workloads
+from sweeper.spec.schema import ModelSpec, SpecError, SweepSpec
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class Trial:
     precision: str
     measure: dict[str, Any] = field(default_factory=dict)
     bucketing: str = "none"
-    """Padding policy of a token stream (sweeper.bucketing)."""
+    """Padding policy of a token stream (sweeper.spec.bucketing)."""
     mark_dynamic: bool = False
     """Mark the input dimensions that vary over the stream with torch._dynamo.mark_dynamic."""
     workload: dict[str, Any] | None = None

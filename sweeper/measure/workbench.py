@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 from sweeper import zoo
-from sweeper.timing import sync
-from sweeper.trials import Trial
+from sweeper.measure.timing import sync
+from sweeper.spec.trials import Trial
 from sweeper.zoo.bundle import Batch, Bundle, mse_loss, output_tensor, xent_loss
 
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")

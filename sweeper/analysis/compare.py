@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeper import rows
+from sweeper.analysis import frames as rows
 
 METRICS: list[tuple[str, str, str]] = [
     # column, better direction, name in messages

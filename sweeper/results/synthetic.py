@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.results import rows_to_table
+from sweeper.results.store import rows_to_table
 
 # model -> (task, eager items/s at batch 1, GiB per item, speedup with default mode)
 MODELS: dict[str, tuple[str, float, float, float]] = {

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper import rows
-from sweeper.rows import fmt_num
+from sweeper.analysis import frames as rows
+from sweeper.analysis.frames import fmt_num
 
 Figure = dict[str, Any]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeper.results import COLUMN_NAMES
+from sweeper.results.schema import COLUMN_NAMES, EAGER
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
                "workload", "bucketing", "mark_dynamic"]
@@ -17,7 +17,7 @@ CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "pr
 CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
 """Settings in one context compete with each other; across contexts they are not comparable."""
 
-EAGER = "eager"
+
 
 _NUMERIC = [
     "batch_size", "seq_len", "attempts", "compile_s", "first_call_s", "warm_compile_s",

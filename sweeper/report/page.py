@@ -18,15 +18,15 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from sweeper import report_assets as assets
-from sweeper import report_figures as figs
-from sweeper import report_streams
-from sweeper import report_tables as tables
-from sweeper import rows
-from sweeper.compare import compare
-from sweeper.pareto import pareto_front
-from sweeper.files import atomic_write_bytes
-from sweeper.report_tables import esc
+from sweeper.report import assets
+from sweeper.report import figures as figs
+from sweeper.report import streams as report_streams
+from sweeper.report import tables
+from sweeper.analysis import frames as rows
+from sweeper.analysis.compare import compare
+from sweeper.analysis.pareto import pareto_front
+from sweeper.results.files import atomic_write_bytes
+from sweeper.report.tables import esc
 
 log = logging.getLogger(__name__)
 

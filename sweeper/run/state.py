@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import __version__, envinfo
-from sweeper.files import write_json
-from sweeper.results import MANIFEST_FILE, RESULTS_FILE, ResultsError, read_results, write_rows
-from sweeper.spec import SweepSpec
-from sweeper.trials import Trial
+from sweeper.results.files import write_json
+from sweeper.results.schema import ResultsError
+from sweeper.results.store import MANIFEST_FILE, RESULTS_FILE, read_results, write_rows
+from sweeper.spec.schema import SweepSpec
+from sweeper.spec.trials import Trial
 
 CONFIG_COLUMNS = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
 RERUN_ON_RETRY = ("crashed", "timeout")

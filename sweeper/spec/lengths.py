@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sweeper import bucketing
+from sweeper.spec import bucketing
 
 if TYPE_CHECKING:
-    from sweeper.spec_workload import ImagesSpec, LengthsSpec
+    from sweeper.spec.workload import ImagesSpec, LengthsSpec
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
 

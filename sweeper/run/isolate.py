@@ -26,6 +26,7 @@ from typing import Any
 import psutil
 
 import sweeper
+from sweeper.measure import SPAWN_TIME_ENV
 
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
@@ -49,10 +50,6 @@ def _pythonpath(extra: list[str]) -> str:
     here = str(Path(sweeper.__file__).resolve().parent.parent)
     rest = os.environ.get("PYTHONPATH")
     return os.pathsep.join([here, *extra, *user_import_path(), *([rest] if rest else [])])
-
-
-SPAWN_TIME_ENV = "SWEEPER_SPAWN_TIME"
-"""Wall-clock time (time.time()) at which the runner started the measuring process."""
 
 
 def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any]) -> dict[str, str]:

@@ -24,11 +24,11 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tabl
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
-from sweeper.isolate import user_import_path  # noqa: E402
-from sweeper.progress import Progress  # noqa: E402
-from sweeper.spec import SweepSpec  # noqa: E402
-from sweeper.sweep import SweepError, SweepState  # noqa: E402
-from sweeper.trials import Trial  # noqa: E402
+from sweeper.run.isolate import user_import_path  # noqa: E402
+from sweeper.run.progress import Progress  # noqa: E402
+from sweeper.spec.schema import SweepSpec  # noqa: E402
+from sweeper.run.state import SweepError, SweepState  # noqa: E402
+from sweeper.spec.trials import Trial  # noqa: E402
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ def resolve_device(spec: SweepSpec) -> str:
 
 def _trainable(config: dict[str, Any]) -> None:
     """Runs in a Ray worker: measure in fresh subprocesses, report the row to the driver."""
-    from sweeper.isolate import run_trial
+    from sweeper.run.isolate import run_trial
 
     row = run_trial(config["payload"], max_retries=config["max_retries"])
     row["node_ip"] = ray.util.get_node_ip_address()

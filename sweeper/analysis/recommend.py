@@ -31,8 +31,8 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper import recommend_text, rows
-from sweeper.rows import fmt_num
+from sweeper.analysis import frames as rows
+from sweeper.analysis.frames import fmt_num
 
 _CONTEXT_DIMS = [("phase", "--phase"), ("precision", "--precision"), ("device_name", "--device"),
                  ("seq_len", "--seq-len"), ("workload", "--workload")]
@@ -92,9 +92,6 @@ class Recommendation:
     def to_dict(self) -> dict[str, Any]:
         """Machine-readable form (``--json``): non-finite numbers become null."""
         return _json_safe({"advice": self.advice, **asdict(self)})
-
-    def to_text(self) -> str:
-        return recommend_text.render(self)
 
 
 def recommend(

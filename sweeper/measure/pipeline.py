@@ -1,37 +1,18 @@
-"""Run one trial in this process: eager baseline, cold compile, steady timing, memory,
-compile health and accuracy. No Ray here, so one trial can be debugged alone:
-
-    python -m sweeper.measure --trial trial.json --out row.json [--warm]
-
-The row is written to --out (JSON, atomically) after every phase, so whatever was measured
-before a crash or a kill survives. Run it in a fresh process with TORCHINDUCTOR_CACHE_DIR
-pointing at an empty directory to measure a cold compile (the runner does that).
-"""
+"""The fixed-shape measurement of one trial: eager baseline, cold compile, steady timing,
+memory, compile health and accuracy, on one batch. `sweeper.measure.process` runs it."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import json
 import logging
 import math
-import os
-import sys
-import time
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import psutil
 import torch
 
-from sweeper import envinfo
-from sweeper.files import write_json
-from sweeper.health import Health, compare, default_tolerance, watch_compiles
-from sweeper.isolate import SPAWN_TIME_ENV
-from sweeper.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows, timed_call
-from sweeper.trials import Trial
-from sweeper.workbench import Workbench, build_workbench
+from sweeper.measure.health import Health, compare, default_tolerance, watch_compiles
+from sweeper.measure.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows, timed_call
+from sweeper.spec.trials import Trial
+from sweeper.measure.workbench import Workbench
 
 log = logging.getLogger(__name__)
 _OOM_TEXT = ("out of memory", "can't allocate memory")  # CUDA/HIP; torch's CPU allocator
@@ -59,7 +40,7 @@ def is_oom(exc: BaseException) -> bool:
     return False
 
 
-def _classify(exc: BaseException, stage: str) -> TrialFailed:
+def classify(exc: BaseException, stage: str) -> TrialFailed:
     if is_oom(exc):
         return TrialFailed("oom", describe(exc))
     return TrialFailed("compile_error" if stage == "compile" else "runtime_error", describe(exc))
@@ -94,12 +75,12 @@ def measure_eager(wb: Workbench, row: dict[str, Any]) -> WindowStats:
     try:
         stats, peak = _steady(wb, lambda: wb.step(wb.model), wb.trial.measure, mem)
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
-        raise _classify(e, "run") from e
+        raise classify(e, "run") from e
     row.update(_timing_row("eager_", stats, wb), eager_peak_mem_gib=peak)
     return stats
 
 
-def _compile(wb: Workbench) -> torch.nn.Module:
+def compile_model(wb: Workbench) -> torch.nn.Module:
     t, m = wb.trial, wb.trial.measure
     torch._dynamo.reset()
     if m.get("recompile_limit"):
@@ -114,7 +95,7 @@ def _first_call(wb: Workbench, compiled: torch.nn.Module) -> float:
     try:
         secs, _ = timed_call(lambda: wb.first(compiled), wb.device)
     except Exception as e:  # noqa: BLE001
-        raise _classify(e, "compile") from e
+        raise classify(e, "compile") from e
     return secs
 
 
@@ -150,7 +131,7 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emi
     if wb.device.type == "cuda":
         torch.cuda.empty_cache()
     mem.reset()
-    compiled = _compile(wb)
+    compiled = compile_model(wb)
     health = Health()
     try:
         with watch_compiles() as health:
@@ -161,7 +142,7 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emi
             try:
                 stats, eager, steady_peak = _steady_vs_eager(wb, compiled, eager.iters_per_window, m, mem)
             except Exception as e:  # noqa: BLE001
-                raise _classify(e, "run") from e
+                raise classify(e, "run") from e
     finally:
         row.update(health.as_row())
     row.update(**_timing_row("", stats, wb), **_timing_row("eager_", eager, wb), peak_mem_gib=steady_peak,
@@ -209,104 +190,8 @@ def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: WindowStats) -
 
 def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:
     """Compile again in this (new) process, whose inductor cache the cold run filled."""
-    compiled = _compile(wb)
+    compiled = compile_model(wb)
     first = _first_call(wb, compiled)
     m = wb.trial.measure
     stats, _ = _steady(wb, lambda: wb.step(compiled), {**m, "windows": 5}, MemoryTracker(wb.device))
     row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - stats.median_iter_s))
-
-
-def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any]:
-    trial = Trial.from_dict(payload["trial"])
-    device = torch.device(payload.get("device", "cpu"))
-    row: dict[str, Any] = {"status": "running", "error": None,
-                           "started_at": datetime.now(UTC).isoformat(),
-                           "matmul_precision": trial.measure["matmul_precision"]}
-    if trial.workload is not None:
-        from sweeper import measure_stream  # imports this module: load it only for streams
-
-        row.update(trial.stream_columns())  # written first, so even a crashed row has them
-
-    def emit(r: dict[str, Any]) -> None:
-        write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
-
-    started = _process_start()
-    mark = _Phases(row, started)
-    mark("imports")
-    emit(row)
-    try:
-        row.update(envinfo.device_info(device.type))  # on CUDA, initializes the runtime
-        mark("env")
-        wb = build_workbench(trial, device, mark)
-        row["setup_s"] = time.time() - started
-        if trial.workload is not None:
-            measure_stream.run(wb, row, emit, warm, mark)
-        elif warm:
-            measure_warm(wb, row)
-            mark("compiled")
-        else:
-            eager = measure_eager(wb, row)
-            mark("eager")
-            emit(row)
-            if trial.mode == "eager":
-                measure_eager_only(wb, row, eager)
-            else:
-                measure_compiled(wb, row, eager, emit)
-                mark("compiled")
-        row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
-        if row["status"] == "inaccurate":
-            row["error"] = f"rel_err {row['rel_err']:.3g} > tolerance {row['accuracy_tol']:.3g}"
-    except TrialFailed as f:
-        row.update(status=f.status, error=f.error)
-    except Exception as e:  # noqa: BLE001 - building the model or its inputs failed
-        failed = _classify(e, "run")
-        row.update(status=failed.status, error=failed.error)
-    row["finished_at"] = datetime.now(UTC).isoformat()
-    emit(row)
-    return row
-
-
-def _process_start() -> float:
-    """When this process was started: the runner's timestamp, else the kernel's (whose boot-time
-    base is rounded to whole seconds)."""
-    spawned = os.environ.get(SPAWN_TIME_ENV)
-    return float(spawned) if spawned else psutil.Process().create_time()
-
-
-class _Phases:
-    """Marks the end of each phase of the measuring process in the row's `phase_s_json`:
-    seconds since the previous mark (the first: since the process started)."""
-
-    def __init__(self, row: dict[str, Any], process_start: float):
-        self.row, self.last, self.phases = row, process_start, {}
-
-    def __call__(self, name: str) -> None:
-        now = time.time()
-        self.phases[name] = round(now - self.last, 4)
-        self.last = now
-        self.row["phase_s_json"] = json.dumps(self.phases)
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sweeper.measure", description=__doc__.splitlines()[0])
-    ap.add_argument("--trial", required=True, help="JSON file: {'trial': Trial dict, 'device': 'cuda'|'cpu'}")
-    ap.add_argument("--out", required=True, help="where the row (JSON) is written")
-    ap.add_argument("--warm", action="store_true", help="measure warm compile only")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=os.environ.get("SWEEPER_LOG", "WARNING"), stream=sys.stderr)
-    payload = json.loads(Path(args.trial).read_text())
-    with contextlib.suppress(KeyboardInterrupt):
-        row = run(payload, Path(args.out), warm=args.warm)
-        log.info("trial %s: %s", payload["trial"]["trial_id"], row["status"])
-    return 0
-
-
-if __name__ == "__main__":
-    code = main()
-    # The row is on disk, written atomically after every phase. Skip the interpreter's teardown
-    # (inductor's compile-worker pool shutdown, module finalizers, CUDA context release), which
-    # only delays the next trial; the runner kills what is left of this process group.
-    logging.shutdown()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)

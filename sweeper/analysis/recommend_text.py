@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from sweeper.rows import fmt_num
+from sweeper.analysis.frames import fmt_num
 
 if TYPE_CHECKING:
-    from sweeper.recommend import Candidate, Recommendation
+    from sweeper.analysis.recommend import Candidate, Recommendation
 
 MAX_EXCLUSIONS_SHOWN = 12
 

@@ -17,12 +17,13 @@ from typing import Any
 
 import torch
 
-from sweeper import measure, streams
-from sweeper.health import Health, compare, watch_compiles
-from sweeper.streams import Stream, StreamBatch
-from sweeper.timing import MemoryTracker, WindowStats, timed_call
-from sweeper.trials import Trial
-from sweeper.workbench import Workbench
+from sweeper.measure import pipeline
+from sweeper.measure import streams
+from sweeper.measure.health import Health, compare, watch_compiles
+from sweeper.measure.streams import Stream, StreamBatch
+from sweeper.measure.timing import MemoryTracker, WindowStats, timed_call
+from sweeper.spec.trials import Trial
+from sweeper.measure.workbench import Workbench
 from sweeper.zoo.bundle import output_tensor
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _steady(wb: Workbench, module: torch.nn.Module, stream: Stream, mem: MemoryT
     try:
         return [_pass(wb, module, stream) for _ in range(wb.trial.workload["steady_passes"])]
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
-        raise measure._classify(e, "run") from e
+        raise pipeline.classify(e, "run") from e
 
 
 def _timing_row(prefix: str, times: PassTimes, stream: Stream) -> dict[str, Any]:
@@ -94,7 +95,7 @@ def measure_eager(wb: Workbench, stream: Stream, row: dict[str, Any]) -> PassTim
     try:
         first = _pass(wb, wb.model, stream)
     except Exception as e:  # noqa: BLE001
-        raise measure._classify(e, "run") from e
+        raise pipeline.classify(e, "run") from e
     times = PassTimes(first, _steady(wb, wb.model, stream, mem))
     row.update(_timing_row("eager_", times, stream), eager_peak_mem_gib=mem.peak_gib())
     return times
@@ -126,7 +127,7 @@ class _Accuracy:
         self.mem.reset()
 
     def row(self) -> dict[str, Any]:
-        tol = measure.tolerance(self.wb.trial)
+        tol = pipeline.tolerance(self.wb.trial)
         return {"max_abs_err": self.max_abs, "rel_err": self.rel, "accuracy_tol": tol,
                 "accuracy_ok": self.rel <= tol, "accuracy_shapes": len(self.seen)}
 
@@ -138,7 +139,7 @@ def _first_pass(wb: Workbench, compiled: torch.nn.Module, stream: Stream, row: d
     try:
         first = _pass(wb, compiled, stream, check)
     except Exception as e:  # noqa: BLE001
-        raise measure._classify(e, "compile") from e
+        raise pipeline.classify(e, "compile") from e
     row.update(check.row(), first_call_s=first[0], stream_s=sum(first))
     return first, max(check.peak_gib, mem.peak_gib())
 
@@ -154,7 +155,7 @@ def _steady_vs_eager(wb: Workbench, compiled: torch.nn.Module, stream: Stream,
             timed.append(_pass(wb, compiled, stream))
             peak = max(peak, mem.peak_gib())
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
-        raise measure._classify(e, "run") from e
+        raise pipeline.classify(e, "run") from e
     return timed, eager, peak
 
 
@@ -163,7 +164,7 @@ def measure_compiled(wb: Workbench, stream: Stream, row: dict[str, Any], eager: 
     if wb.device.type == "cuda":
         torch.cuda.empty_cache()
     mem.reset()
-    compiled = measure._compile(wb)
+    compiled = pipeline.compile_model(wb)
     health = Health()
     try:
         with watch_compiles() as health:
@@ -190,7 +191,7 @@ def _stream_ratios(row: dict[str, Any], stream: Stream, eager: PassTimes, times:
     row["stream_break_even_batches"] = extra / gain if gain > 0 else math.inf
     row["break_even_iters"] = row["stream_break_even_batches"]
     row["stream_speedup_vs_eager"] = row["eager_stream_s"] / row["stream_s"]
-    measure.relative_to_eager(row)
+    pipeline.relative_to_eager(row)
     log.debug("stream of %d batches: %.3g s compiled vs %.3g s eager", n, row["stream_s"], row["eager_stream_s"])
 
 
@@ -205,19 +206,19 @@ def _flag_fallback(trial: Trial, row: dict[str, Any]) -> None:
 def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: PassTimes, stream: Stream) -> None:
     row.update(_timing_row("", eager, stream), peak_mem_gib=row["eager_peak_mem_gib"],
                peak_mem_compile_gib=row["eager_peak_mem_gib"],
-               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(), **measure.EAGER_BASELINE,
+               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(), **pipeline.EAGER_BASELINE,
                stream_speedup_vs_eager=1.0, fell_back_to_eager=False)
 
 
 def run(wb: Workbench, row: dict[str, Any], emit, warm: bool = False,
         mark: Callable[[str], None] = lambda _: None) -> None:
-    """Measure `wb.trial` over its stream into `row`; raises measure.TrialFailed on failure.
+    """Measure `wb.trial` over its stream into `row`; raises pipeline.TrialFailed on failure.
     `mark` is told when the "stream" is built and the "eager" and "compiled" parts end."""
     stream = streams.build_stream(wb.trial, wb.bundle, wb.device)
     wb.batch = stream.batches[0].batch
     mark("stream")
     if warm:  # the warm-cache process times the compile of the first batch's shape
-        measure.measure_warm(wb, row)
+        pipeline.measure_warm(wb, row)
         mark("compiled")
         return
     row.update(stream_batches=len(stream.batches), stream_shapes=stream.n_shapes, pad_waste=stream.pad_waste)

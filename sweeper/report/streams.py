@@ -10,11 +10,11 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from sweeper import rows
-from sweeper.report_figures import Figure, _axis, _clean, _layout, esc
-from sweeper.report_tables import esc as hesc
-from sweeper.report_tables import table, td, td_num
-from sweeper.rows import fmt_num
+from sweeper.analysis import frames as rows
+from sweeper.report.figures import Figure, _axis, _clean, _layout, esc
+from sweeper.report.tables import esc as hesc
+from sweeper.report.tables import table, td, td_num
+from sweeper.analysis.frames import fmt_num
 
 STREAM_SYMBOLS = {"eager": "triangle-up", "None": "circle", "True": "square", "False": "diamond"}
 _POLICY_COLOURS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be185d", "#854d0e", "#4d7c0f"]

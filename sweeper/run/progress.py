@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sweeper.rows import EAGER
-from sweeper.trials import Trial
+from sweeper.results.schema import EAGER
+from sweeper.spec.trials import Trial
 
-log = logging.getLogger("sweeper.runner")
+log = logging.getLogger("sweeper.run.ray_tune")
 
 
 def kind(trial: Trial) -> str:

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 from sweeper import __version__, zoo
-from sweeper.results import ResultsError
-from sweeper.spec import SpecError, SweepSpec, load_spec
-from sweeper.sweep import SweepError, SweepState
-from sweeper.trials import Dropped, Trial, expand
+from sweeper.results.schema import ResultsError
+from sweeper.spec.schema import SpecError, SweepSpec, load_spec
+from sweeper.run.state import SweepError, SweepState
+from sweeper.spec.trials import Dropped, Trial, expand
 
 log = logging.getLogger("sweeper")
 USER_ERRORS = (SpecError, SweepError, ResultsError)
@@ -73,7 +73,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     todo = state.pending(trials, retry_failed=args.retry_failed)
     for d in dropped:
         log.info("dropped %s: %s", d.config, d.reason)
-    from sweeper import runner  # Ray is imported only when a sweep really runs
+    from sweeper.run import ray_tune as runner  # Ray is imported only when a sweep really runs
 
     t0 = time.monotonic()
     runner.connect(args.address)
@@ -87,7 +87,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), time.monotonic() - t0,
              state.results_path)
     if not args.no_report and state.rows:
-        from sweeper.report import write_report
+        from sweeper.report.page import write_report
 
         path = write_report(_frame(state), results_dir / "report.html", title=f"sweeper: {spec.name}")
         print(f"report: {path}")
@@ -95,7 +95,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _frame(state: SweepState):
-    from sweeper.results import read_results
+    from sweeper.results.store import read_results
 
     return read_results([state.results_path])
 
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list the model zoo")
     models.set_defaults(func=_cmd_models)
 
-    from sweeper import report_cmds
+    from sweeper.cli import results_cmds as report_cmds
 
     report_cmds.register(sub)
     return ap

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from sweeper import rows
-from sweeper.rows import fmt_num
+from sweeper.analysis import frames as rows
+from sweeper.analysis.frames import fmt_num
 
 MAX_ERROR_CHARS = 600
 MAX_TABLE_ROWS = 2000

@@ -10,8 +10,9 @@ from typing import Any
 
 import torch
 
-from sweeper import workloads, zoo
-from sweeper.trials import Trial
+from sweeper import zoo
+from sweeper.spec import lengths as workloads
+from sweeper.spec.trials import Trial
 from sweeper.zoo.bundle import Batch, Bundle
 
 log = logging.getLogger(__name__)

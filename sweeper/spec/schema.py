@@ -17,8 +17,9 @@ import yaml
 from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
-from sweeper import bucketing, zoo
-from sweeper.spec_workload import WorkloadSpec
+from sweeper import zoo
+from sweeper.spec import bucketing
+from sweeper.spec.workload import WorkloadSpec
 
 Mode = Literal["eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 MODES: tuple[str, ...] = Mode.__args__  # type: ignore[attr-defined]

@@ -1,0 +1,1 @@
+"""From rows to answers: typed frames, Pareto fronts, comparisons, the recommendation. No torch, no Ray."""

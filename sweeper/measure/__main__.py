@@ -1,0 +1,3 @@
+from sweeper.measure.process import entry
+
+entry()

@@ -1,0 +1,127 @@
+"""The measuring process: one trial in this process, no Ray, so one trial can be debugged alone:
+
+    python -m sweeper.measure --trial trial.json --out row.json [--warm]
+
+The row is written to --out (JSON, atomically) after every phase, so whatever was measured
+before a crash or a kill survives. Run it in a fresh process with TORCHINDUCTOR_CACHE_DIR
+pointing at an empty directory to measure a cold compile (the runner does that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psutil
+import torch
+
+from sweeper import envinfo
+from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.measure import stream as measure_stream
+from sweeper.measure.pipeline import TrialFailed, classify, measure_compiled, measure_eager, measure_eager_only, measure_warm
+from sweeper.measure.workbench import build_workbench
+from sweeper.results.files import write_json
+from sweeper.spec.trials import Trial
+
+log = logging.getLogger(__name__)
+
+def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any]:
+    trial = Trial.from_dict(payload["trial"])
+    device = torch.device(payload.get("device", "cpu"))
+    row: dict[str, Any] = {"status": "running", "error": None,
+                           "started_at": datetime.now(UTC).isoformat(),
+                           "matmul_precision": trial.measure["matmul_precision"]}
+    if trial.workload is not None:
+        row.update(trial.stream_columns())  # written first, so even a crashed row has them
+
+    def emit(r: dict[str, Any]) -> None:
+        write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
+
+    started = _process_start()
+    mark = _Phases(row, started)
+    mark("imports")
+    emit(row)
+    try:
+        row.update(envinfo.device_info(device.type))  # on CUDA, initializes the runtime
+        mark("env")
+        wb = build_workbench(trial, device, mark)
+        row["setup_s"] = time.time() - started
+        if trial.workload is not None:
+            measure_stream.run(wb, row, emit, warm, mark)
+        elif warm:
+            measure_warm(wb, row)
+            mark("compiled")
+        else:
+            eager = measure_eager(wb, row)
+            mark("eager")
+            emit(row)
+            if trial.mode == "eager":
+                measure_eager_only(wb, row, eager)
+            else:
+                measure_compiled(wb, row, eager, emit)
+                mark("compiled")
+        row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
+        if row["status"] == "inaccurate":
+            row["error"] = f"rel_err {row['rel_err']:.3g} > tolerance {row['accuracy_tol']:.3g}"
+    except TrialFailed as f:
+        row.update(status=f.status, error=f.error)
+    except Exception as e:  # noqa: BLE001 - building the model or its inputs failed
+        failed = classify(e, "run")
+        row.update(status=failed.status, error=failed.error)
+    row["finished_at"] = datetime.now(UTC).isoformat()
+    emit(row)
+    return row
+
+
+def _process_start() -> float:
+    """When this process was started: the runner's timestamp, else the kernel's (whose boot-time
+    base is rounded to whole seconds)."""
+    spawned = os.environ.get(SPAWN_TIME_ENV)
+    return float(spawned) if spawned else psutil.Process().create_time()
+
+
+class _Phases:
+    """Marks the end of each phase of the measuring process in the row's `phase_s_json`:
+    seconds since the previous mark (the first: since the process started)."""
+
+    def __init__(self, row: dict[str, Any], process_start: float):
+        self.row, self.last, self.phases = row, process_start, {}
+
+    def __call__(self, name: str) -> None:
+        now = time.time()
+        self.phases[name] = round(now - self.last, 4)
+        self.last = now
+        self.row["phase_s_json"] = json.dumps(self.phases)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m sweeper.measure", description=__doc__.splitlines()[0])
+    ap.add_argument("--trial", required=True, help="JSON file: {'trial': Trial dict, 'device': 'cuda'|'cpu'}")
+    ap.add_argument("--out", required=True, help="where the row (JSON) is written")
+    ap.add_argument("--warm", action="store_true", help="measure warm compile only")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SWEEPER_LOG", "WARNING"), stream=sys.stderr)
+    payload = json.loads(Path(args.trial).read_text())
+    with contextlib.suppress(KeyboardInterrupt):
+        row = run(payload, Path(args.out), warm=args.warm)
+        log.info("trial %s: %s", payload["trial"]["trial_id"], row["status"])
+    return 0
+
+
+def entry() -> None:
+    code = main()
+    # The row is on disk, written atomically after every phase. Skip the interpreter's teardown
+    # (inductor's compile-worker pool shutdown, module finalizers, CUDA context release), which
+    # only delays the next trial; the runner kills what is left of this process group.
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

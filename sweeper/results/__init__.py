@@ -1,0 +1,1 @@
+"""The row schema and durable Parquet files. No torch, no Ray."""
