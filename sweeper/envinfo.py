@@ -87,3 +87,15 @@ def driver_version() -> str | None:
         return found
     smi = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     return smi.splitlines()[0] if smi else None
+
+
+def format_cpus(cpus: list[int]) -> str:
+    """CPU list in the kernel's range notation: [0, 1, 2, 5] -> "0-2,5"."""
+    parts, start = [], None
+    for i, c in enumerate(cpus):
+        if start is None:
+            start = c
+        if i + 1 == len(cpus) or cpus[i + 1] != c + 1:
+            parts.append(f"{start}-{c}" if c != start else f"{c}")
+            start = None
+    return ",".join(parts)

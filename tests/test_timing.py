@@ -8,8 +8,10 @@ import time
 import pytest
 import torch
 
-from sweeper.measure.health import compare, default_tolerance
-from sweeper.measure.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows
+from sweeper.measure.accuracy import compare, default_tolerance
+from sweeper.measure.memory import MemoryTracker
+from sweeper.measure.timing import (Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved,
+                                    run_windows)
 
 
 def test_window_stats_percentiles_and_throughput():
@@ -49,7 +51,8 @@ class _Host:
 def test_interleaved_windows_alternate_and_keep_the_ratio_when_the_host_slows_down():
     cpu = torch.device("cpu")
     host = _Host(switch_after=30)  # 2 arms x 6 windows x 5 calls = 60 calls
-    eager, compiled = run_interleaved([Arm(host.work("e", 4), 5), Arm(host.work("c", 2), 5)], cpu, windows=6)
+    arms = [Arm(fixed_window(host.work(n, ms), cpu, 5), 5) for n, ms in (("e", 4), ("c", 2))]
+    eager, compiled = run_interleaved(arms, windows=6)
     assert host.order == (["e"] * 5 + ["c"] * 5) * 6
     assert len(eager.window_s) == len(compiled.window_s) == 6 and len(compiled.iter_s) == 30
     assert eager.median_iter_s / compiled.median_iter_s == pytest.approx(2.0, rel=0.25)
@@ -65,10 +68,16 @@ def test_interleaved_memory_peak_leaves_out_the_other_arm():
     cpu = torch.device("cpu")
     big = lambda: torch.ones(96 * 1024 * 1024).sum()  # noqa: E731 - 384 MiB, touched and freed
     small = lambda: torch.ones(1024).sum()  # noqa: E731
-    arms = [Arm(big, 2), Arm(small, 2, MemoryTracker(cpu)), Arm(big, 2, MemoryTracker(cpu))]
-    run_interleaved(arms, cpu, windows=3)
-    assert arms[0].peak_gib == 0.0  # no tracker, no peak
-    assert arms[2].peak_gib - arms[1].peak_gib > 0.3
+    peaks = {"small": 0.0, "big": 0.0}
+
+    def tracked(name: str, fn) -> Arm:
+        mem = MemoryTracker(cpu)
+        def after() -> None:
+            peaks[name] = max(peaks[name], mem.peak_gib())
+        return Arm(fixed_window(fn, cpu, 2), 2, mem.reset, after)
+
+    run_interleaved([Arm(fixed_window(big, cpu, 2), 2), tracked("small", small), tracked("big", big)], windows=3)
+    assert peaks["big"] - peaks["small"] > 0.3  # each arm's peak is reset before its own window
 
 
 def test_cpu_memory_tracker_sees_a_big_allocation():

@@ -65,5 +65,5 @@ def test_compile_threads_enters_the_config_only_when_set():
     capped_spec = parse_spec({**_spec().model_dump(mode="json"), "measure": {"compile_threads": 4}})
     capped, _ = expand(capped_spec)
     assert all("compile_threads" not in t.measure for t in plain)
-    assert all(t.measure["compile_threads"] == 4 for t in capped)
+    assert all(t.measure.compile_threads == 4 for t in capped)
     assert not {t.trial_id for t in plain} & {t.trial_id for t in capped}

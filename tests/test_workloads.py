@@ -15,7 +15,7 @@ import torch
 
 from sweeper.spec import bucketing
 from sweeper.measure import process as measure
-from sweeper.measure import stream as measure_stream
+from sweeper.measure.workbench import Workbench
 from sweeper.report import page as report
 from sweeper.measure import streams
 from sweeper.spec import lengths as workloads
@@ -203,8 +203,8 @@ def test_stream_trials_carry_their_lengths_and_collapse_what_cannot_apply() -> N
     assert len(eager) == 2 and not any(t.mark_dynamic for t in eager)  # one per bucketing policy
     compiled = [t for t in trials if t.mode != "eager"]
     assert len(compiled) == 2 * (2 + 1 + 2)  # dynamic=True has nothing left to mark
-    assert all(t.seq_len is None and len(t.workload["lengths"]) == 12 for t in trials)
-    assert {tuple(t.workload["lengths"]) for t in trials} == {tuple(trials[0].workload["lengths"])}
+    assert all(t.seq_len is None and len(t.workload.lengths) == 12 for t in trials)
+    assert {tuple(t.workload.lengths) for t in trials} == {tuple(trials[0].workload.lengths)}
     assert dropped and all("inference only" in d.reason for d in dropped)
     assert "stream=w bucketing=pow2" in next(t.label for t in trials if t.bucketing == "pow2")
 
@@ -248,7 +248,7 @@ def test_stream_batches_are_padded_with_masks_and_count_real_tokens() -> None:
 
     trial = _stream_trial(bucketing=["multiple:16"])
     stream = streams.build_stream(trial, bert_tiny(), torch.device("cpu"))
-    lengths = trial.workload["lengths"]
+    lengths = trial.workload.lengths
     assert len(stream.batches) == 6 and stream.items == 12
     assert stream.real_tokens == sum(lengths)
     for sb, chunk in zip(stream.batches, [lengths[i:i + 2] for i in range(0, 12, 2)], strict=True):
@@ -320,7 +320,7 @@ def test_stream_without_bucketing_recompiles_and_falls_back_with_bucketing_one_g
     assert "FELL BACK TO EAGER" in raw["notes"]
     assert bucketed["graphs"] == 1 and bucketed["recompiles"] == 0 and bucketed["fell_back_to_eager"] is False
     assert bucketed["pad_waste"] > raw["pad_waste"]
-    tokens = sum(trials["none"].workload["lengths"])
+    tokens = sum(trials["none"].workload.lengths)
     assert raw["real_tokens_per_s"] == pytest.approx(raw["throughput_items_s"] * tokens / 12)
     row = make_row("s", "s", trials["none"], raw)  # every measured key is a schema column
     assert normalize_row(row)["bucketing"] == "none" and rows_to_table([row]).num_rows == 1
@@ -329,17 +329,20 @@ def test_stream_without_bucketing_recompiles_and_falls_back_with_bucketing_one_g
 def test_stream_steady_passes_alternate_eager_and_compiled(tmp_path: Path, monkeypatch) -> None:
     spec = stream_spec(axes={"dynamic": [True], "bucketing": ["list:48"]})
     (trial,) = [t for t in expand(parse_spec(spec))[0] if t.mode != "eager"]
-    seen: list[str] = []
-    real_pass = measure_stream._pass
+    steps: list[str] = []
+    real_step = Workbench.step
 
-    def spy(wb, module, stream, after=None):
-        seen.append("eager" if module is wb.model else "compiled")
-        return real_pass(wb, module, stream, after)
+    def spy(wb, module):
+        steps.append("eager" if module is wb.model else "compiled")
+        return real_step(wb, module)
 
-    monkeypatch.setattr(measure_stream, "_pass", spy)
+    monkeypatch.setattr(Workbench, "step", spy)
     row = measure.run({"trial": trial.to_dict(), "device": "cpu"}, tmp_path / "row.json")
     assert row["status"] == "ok", row["error"]
-    n = trial.workload["steady_passes"]
+    n, size = trial.workload.steady_passes, row["stream_batches"]
+    assert len(steps) % size == 0
+    seen = [steps[i] for i in range(0, len(steps), size)]  # one entry per pass over the stream
+    assert all(len(set(steps[i:i + size])) == 1 for i in range(0, len(steps), size))
     # eager first and steady passes (the fallback numbers), the compiled first pass, then turns
     assert seen == ["eager"] * (1 + n) + ["compiled"] + ["eager", "compiled"] * n
     assert row["eager_real_tokens_per_s"] > 0 and row["timed_windows"] == n

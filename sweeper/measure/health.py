@@ -1,4 +1,4 @@
-"""Compile health (graphs, breaks, recompiles, cudagraph skips, recompile limit) and accuracy."""
+"""Compile health: graphs, breaks, recompiles, cudagraph skips, whether the recompile limit was hit."""
 
 from __future__ import annotations
 
@@ -72,26 +72,3 @@ def _fill(health: Health, handler: _LimitHandler) -> None:
     metrics = torch._dynamo.utils.get_compilation_metrics()
     health.recompiles = sum(1 for m in metrics if getattr(m, "recompile_reason", None))
     health.recompile_limit_hit = bool(handler.messages)
-
-
-def default_tolerance(precision: str, matmul_precision: str) -> float:
-    """Relative-norm tolerance: bf16 and TF32 kernels legitimately differ from eager's order."""
-    if precision == "bf16":
-        return 5e-2
-    return 1e-4 if matmul_precision == "highest" else 1e-2
-
-
-def compare(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
-    """(max abs error, max over tensors of ||got - ref|| / ||ref||), computed in float64."""
-    max_abs, rel = 0.0, 0.0
-    for r, g in zip(ref, got, strict=True):
-        r64, g64 = r.detach().double(), g.detach().to(r.device).double()  # on the device: logits are large
-        if r64.shape != g64.shape:
-            return float("inf"), float("inf")
-        diff = g64 - r64
-        if not torch.isfinite(g64).all():
-            return float("inf"), float("inf")
-        max_abs = max(max_abs, float(diff.abs().max()) if diff.numel() else 0.0)
-        denom = float(r64.norm())
-        rel = max(rel, float(diff.norm()) / denom if denom > 0 else float(diff.norm()))
-    return max_abs, rel

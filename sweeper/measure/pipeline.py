@@ -1,17 +1,26 @@
-"""The fixed-shape measurement of one trial: eager baseline, cold compile, steady timing,
-memory, compile health and accuracy, on one batch. `sweeper.measure.process` runs it."""
+"""The one measurement pipeline of a trial: eager baseline, cold compile and accuracy, then
+compiled and eager windows in alternation, memory and compile health; or a warm compile.
+
+What the trial feeds (one fixed batch, or a stream of batches) is a strategy from
+`sweeper.measure.feeds`; everything else is the same for both. `sweeper.measure.process`
+runs it in a fresh process.
+"""
 
 from __future__ import annotations
 
 import logging
-import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from sweeper.measure.health import Health, compare, default_tolerance, watch_compiles
-from sweeper.measure.timing import Arm, MemoryTracker, WindowStats, calibrate, run_interleaved, run_windows, timed_call
-from sweeper.spec.trials import Trial
+from sweeper.measure.feeds import BatchStream, FixedBatch
+from sweeper.measure.health import Health, watch_compiles
+from sweeper.measure.memory import DeviceNeed, MemoryTracker
+from sweeper.measure.neighbours import BusyWindows, compiling
+from sweeper.measure.timing import (Arm, WindowStats, calibrate, paired_interval, run_interleaved, run_windows,
+                                    timed_call)
 from sweeper.measure.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -46,88 +55,114 @@ def classify(exc: BaseException, stage: str) -> TrialFailed:
     return TrialFailed("compile_error" if stage == "compile" else "runtime_error", describe(exc))
 
 
-def _steady(wb: Workbench, fn, m: dict[str, Any], mem: MemoryTracker) -> tuple[WindowStats, float]:
-    """Warm up, then time windows; returns the stats and the steady-phase peak memory.
-
-    The peak is reset before the warm-up, not after it: CUDA-graph modes record their graphs
-    (and fill their private memory pool) during the warm-up, and replays allocate nothing, so
-    a peak taken over the timed windows alone would leave out the memory those modes hold.
-    """
-    mem.reset()
-    iters = calibrate(fn, wb.device, m["warmup_iters"], m["min_window_iters"], m["min_window_s"])
-    stats = run_windows(fn, wb.device, m["windows"], iters)
-    return stats, mem.peak_gib()
+Feed = FixedBatch | BatchStream
 
 
-def _timing_row(prefix: str, stats: WindowStats, wb: Workbench) -> dict[str, Any]:
-    row = {f"{prefix}throughput_items_s": stats.throughput(wb.items_per_iter),
-           f"{prefix}latency_p50_ms": stats.percentile_ms(50)}
+@dataclass
+class Context:
+    """What every step of the pipeline shares: the workbench, the feed, the row, its trackers."""
+
+    wb: Workbench
+    feed: Feed
+    row: dict[str, Any]
+    emit: Callable[[dict[str, Any]], None]
+    need: DeviceNeed
+    busy: BusyWindows
+
+    def tracker(self) -> MemoryTracker:
+        return MemoryTracker(self.wb.device, self.need)
+
+    def arm(self, module: torch.nn.Module, iters: int, mem: MemoryTracker | None = None) -> tuple[Arm, _Watch]:
+        """An arm whose windows are watched for compiling neighbours (and for memory, if given)."""
+        watch = _Watch(self.busy, mem)
+        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after), watch
+
+
+@dataclass
+class _Watch:
+    """Run around each timed window, outside it: neighbours looked at, memory peak reset and read."""
+
+    busy: BusyWindows
+    mem: MemoryTracker | None
+    peak_gib: float = 0.0
+
+    def before(self) -> None:
+        self.busy.before()
+        if self.mem is not None:
+            self.mem.reset()
+
+    def after(self) -> None:
+        self.busy.after()
+        if self.mem is not None:
+            self.peak_gib = max(self.peak_gib, self.mem.peak_gib())
+
+
+def make_feed(wb: Workbench) -> Feed:
+    return BatchStream(wb) if wb.trial.workload is not None else FixedBatch(wb)
+
+
+def _timing_row(ctx: Context, prefix: str, stats: WindowStats) -> dict[str, Any]:
+    row = ctx.feed.timing_row(prefix, stats)
     if not prefix:
         row.update(latency_p90_ms=stats.percentile_ms(90), latency_p99_ms=stats.percentile_ms(99),
                    throughput_spread_pct=stats.spread_pct, timed_windows=len(stats.window_s),
-                   iters_per_window=stats.iters_per_window,
-                   throughput_tokens_s=stats.throughput(wb.tokens_per_iter) if wb.tokens_per_iter else None)
+                   iters_per_window=stats.iters_per_window)
     return row
 
 
-def measure_eager(wb: Workbench, row: dict[str, Any]) -> WindowStats:
-    mem = MemoryTracker(wb.device)
+def measure_eager(ctx: Context) -> WindowStats:
+    """Warm up and time eager alone. The peak is reset before the warm-up (see `_steady_vs_eager`)."""
+    wb, mem = ctx.wb, ctx.tracker()
+    mem.reset()
     try:
-        stats, peak = _steady(wb, lambda: wb.step(wb.model), wb.trial.measure, mem)
+        iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
+        stats = run_interleaved([ctx.arm(wb.model, iters)[0]], ctx.feed.windows)[0]
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
         raise classify(e, "run") from e
-    row.update(_timing_row("eager_", stats, wb), eager_peak_mem_gib=peak)
+    ctx.row.update(_timing_row(ctx, "eager_", stats), eager_peak_mem_gib=mem.peak_gib())
     return stats
 
 
 def compile_model(wb: Workbench) -> torch.nn.Module:
     t, m = wb.trial, wb.trial.measure
     torch._dynamo.reset()
-    if m.get("recompile_limit"):
-        torch._dynamo.config.recompile_limit = m["recompile_limit"]
-    kwargs: dict[str, Any] = {"backend": m["backend"], "dynamic": t.dynamic}
-    if m["backend"] == "inductor":
+    if m.recompile_limit:
+        torch._dynamo.config.recompile_limit = m.recompile_limit
+    kwargs: dict[str, Any] = {"backend": m.backend, "dynamic": t.dynamic}
+    if m.backend == "inductor":
         kwargs["mode"] = t.mode
     return torch.compile(wb.model, **kwargs)
 
 
-def _first_call(wb: Workbench, compiled: torch.nn.Module) -> float:
-    try:
-        secs, _ = timed_call(lambda: wb.first(compiled), wb.device)
-    except Exception as e:  # noqa: BLE001
-        raise classify(e, "compile") from e
-    return secs
-
-
-def _steady_vs_eager(wb: Workbench, compiled: torch.nn.Module, eager_iters: int, m: dict[str, Any],
+def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,
                      mem: MemoryTracker) -> tuple[WindowStats, WindowStats, float]:
     """Warm up the compiled module, then time its windows alternating with eager windows.
 
-    Returns compiled stats, eager stats and the compiled steady peak (warm-up and compiled
-    windows; eager windows are left out of it). The peak is reset before the warm-up, for
-    the reason given in `_steady`.
+    Returns compiled stats, eager stats and the compiled steady peak. The peak is reset before
+    the warm-up, not after it: CUDA-graph modes record their graphs (and fill their private
+    pool) during the warm-up, and replays allocate nothing, so a peak over the timed windows
+    alone would leave out the memory those modes hold. Eager windows are left out of it.
     """
+    wb = ctx.wb
     mem.reset()
-    iters = calibrate(lambda: wb.step(compiled), wb.device, m["warmup_iters"], m["min_window_iters"],
-                      m["min_window_s"])
+    iters = ctx.feed.warm_up(compiled, ctx.row, "")
     peak = mem.peak_gib()
-    for _ in range(m["warmup_iters"]):  # eager last ran before the compile
-        wb.step(wb.model)
-    arms = [Arm(lambda: wb.step(wb.model), eager_iters), Arm(lambda: wb.step(compiled), iters, mem)]
-    eager, stats = run_interleaved(arms, wb.device, m["windows"])
-    return stats, eager, max(peak, arms[1].peak_gib)
+    ctx.feed.warm_up(wb.model, ctx.row, "eager_")  # eager last ran before the compile
+    (eager_arm, _), (compiled_arm, watch) = ctx.arm(wb.model, eager_iters), ctx.arm(compiled, iters, mem)
+    eager, stats = run_interleaved([eager_arm, compiled_arm], ctx.feed.windows)
+    return stats, eager, max(peak, watch.peak_gib)
 
 
-def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emit) -> None:
+def measure_compiled(ctx: Context, eager: WindowStats) -> None:
     """Compile, check accuracy, then time compiled and eager windows in alternation.
 
     The eager windows timed before the compile stay in the row only if this part fails;
     otherwise the eager figures are the interleaved ones, so the speedup compares runs that
-    shared the same conditions.
+    shared the same conditions, and its interval pairs each compiled window with its eager one.
     """
-    m = wb.trial.measure
+    wb, row = ctx.wb, ctx.row
     wb.restore_initial_state()
-    mem = MemoryTracker(wb.device)
+    mem = ctx.tracker()
     if wb.device.type == "cuda":
         torch.cuda.empty_cache()
     mem.reset()
@@ -135,20 +170,34 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], eager: WindowStats, emi
     health = Health()
     try:
         with watch_compiles() as health:
-            row["first_call_s"] = _first_call(wb, compiled)
-            _accuracy(wb, row)
-            emit(row)
-            compile_peak = mem.peak_gib()
+            with compiling():
+                try:
+                    verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem)
+                except Exception as e:  # noqa: BLE001
+                    raise classify(e, "compile") from e
+            row.update(verdict.as_row())
+            ctx.emit(row)
             try:
-                stats, eager, steady_peak = _steady_vs_eager(wb, compiled, eager.iters_per_window, m, mem)
+                stats, eager, steady_peak = _steady_vs_eager(ctx, compiled, eager.iters_per_window, mem)
             except Exception as e:  # noqa: BLE001
                 raise classify(e, "run") from e
     finally:
-        row.update(health.as_row())
-    row.update(**_timing_row("", stats, wb), **_timing_row("eager_", eager, wb), peak_mem_gib=steady_peak,
+        row.update(health.as_row(), fell_back_to_eager=health.recompile_limit_hit)
+    row.update(**_timing_row(ctx, "", stats), **_timing_row(ctx, "eager_", eager), peak_mem_gib=steady_peak,
                peak_mem_compile_gib=max(compile_peak, steady_peak), peak_reserved_gib=mem.peak_reserved_gib())
-    row["compile_s"] = max(0.0, row["first_call_s"] - stats.median_iter_s)
-    _ratios(row, eager, stats)
+    ctx.feed.compile_row(row, stats, eager)
+    relative_to_eager(row)
+    if health.recompile_limit_hit:
+        _flag_fallback(wb, row)
+    row["speedup_ci_low"], row["speedup_ci_high"] = paired_interval(eager, stats, wb.trial.measure.seed)
+
+
+def _flag_fallback(wb: Workbench, row: dict[str, Any]) -> None:
+    limit = wb.trial.measure.recompile_limit or torch._dynamo.config.recompile_limit
+    shapes = f" for {row['stream_shapes']} distinct shapes" if row.get("stream_shapes") else ""
+    row["notes"] = (f"FELL BACK TO EAGER: hit torch._dynamo's recompile limit ({limit}) after {row['graphs']} "
+                    f"graphs{shapes}; later new shapes ran uncompiled")
+    log.warning("trial %s: %s", wb.trial.trial_id, row["notes"])
 
 
 def relative_to_eager(row: dict[str, Any]) -> None:
@@ -157,41 +206,59 @@ def relative_to_eager(row: dict[str, Any]) -> None:
     row["mem_ratio_vs_eager"] = row["peak_mem_gib"] / row["eager_peak_mem_gib"] if row["eager_peak_mem_gib"] else None
 
 
-def _ratios(row: dict[str, Any], eager: WindowStats, stats: WindowStats) -> None:
-    relative_to_eager(row)
-    gain = eager.median_iter_s - stats.median_iter_s
-    row["break_even_iters"] = row["compile_s"] / gain if gain > 0 else math.inf
-
-
-def tolerance(trial: Trial) -> float:
-    """The spec's accuracy tolerance, else the default for the trial's precision."""
-    m = trial.measure
-    return m.get("accuracy_tol") or default_tolerance(trial.precision, m["matmul_precision"])
-
-
-def _accuracy(wb: Workbench, row: dict[str, Any]) -> None:
-    tol = tolerance(wb.trial)
-    max_abs, rel = compare(wb.reference, wb.first_outputs)
-    row.update(max_abs_err=max_abs, rel_err=rel, accuracy_tol=tol, accuracy_ok=rel <= tol)
-
-
-EAGER_BASELINE = {"speedup_vs_eager": 1.0, "mem_ratio_vs_eager": 1.0, "accuracy_ok": True, "max_abs_err": 0.0,
-                  "rel_err": 0.0, "graphs": 0, "graph_breaks": 0, "recompiles": 0, "cudagraph_skips": 0,
-                  "recompile_limit_hit": False}
+EAGER_BASELINE = {"speedup_vs_eager": 1.0, "speedup_ci_low": 1.0, "speedup_ci_high": 1.0, "mem_ratio_vs_eager": 1.0,
+                  "accuracy_ok": True, "max_abs_err": 0.0, "rel_err": 0.0, "graphs": 0, "graph_breaks": 0,
+                  "recompiles": 0, "cudagraph_skips": 0, "recompile_limit_hit": False, "fell_back_to_eager": False}
 """What an eager row says of itself: it is its own baseline and reference, and compiled nothing."""
 
 
-def measure_eager_only(wb: Workbench, row: dict[str, Any], eager: WindowStats) -> None:
+def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
+    row = ctx.row
     for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib"):
         row[k] = row[f"eager_{k}"]
-    row.update(_timing_row("", eager, wb), peak_mem_compile_gib=row["eager_peak_mem_gib"],
-               peak_reserved_gib=MemoryTracker(wb.device).peak_reserved_gib(), **EAGER_BASELINE)
+    row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
+               peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)
+    if isinstance(ctx.feed, BatchStream):
+        row.update(stream_s=row["eager_stream_s"], stream_speedup_vs_eager=1.0)
 
 
 def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:
-    """Compile again in this (new) process, whose inductor cache the cold run filled."""
+    """Compile again in this (new) process, whose inductor cache the cold run filled. A stream
+    times the compile of its first batch's shape."""
     compiled = compile_model(wb)
-    first = _first_call(wb, compiled)
+    with compiling():
+        try:
+            first, _ = timed_call(lambda: wb.first(compiled), wb.device)
+        except Exception as e:  # noqa: BLE001
+            raise classify(e, "compile") from e
     m = wb.trial.measure
-    stats, _ = _steady(wb, lambda: wb.step(compiled), {**m, "windows": 5}, MemoryTracker(wb.device))
+    iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
+    stats = run_windows(lambda: wb.step(compiled), wb.device, 5, iters)
     row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - stats.median_iter_s))
+
+
+def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]], None], warm: bool,
+            mark: Callable[[str], None]) -> None:
+    """Measure the workbench's trial into `row`; raises TrialFailed on failure. `mark` is told when
+    the references (and stream) are ready, and when the "eager" and "compiled" parts end."""
+    if warm:
+        if wb.trial.workload is not None:
+            BatchStream(wb)  # feeds the stream's first batch
+        measure_warm(wb, row)
+        mark("compiled")
+        return
+    need = DeviceNeed(wb.device)
+    ctx = Context(wb, make_feed(wb), row, emit, need, BusyWindows())
+    if isinstance(ctx.feed, BatchStream):
+        row.update(ctx.feed.stream_row())
+    need.sample()
+    mark("reference")
+    eager = measure_eager(ctx)
+    mark("eager")
+    emit(row)
+    if wb.trial.mode == "eager":
+        measure_eager_only(ctx, eager)
+    else:
+        measure_compiled(ctx, eager)
+        mark("compiled")
+    row.update(need.as_row(), host_busy_windows_pct=ctx.busy.busy_pct)

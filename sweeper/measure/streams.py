@@ -64,7 +64,7 @@ def shape_of(batch: Batch) -> Shape:
 
 
 def _position_cap(trial: Trial) -> int | None:
-    if trial.model.get("factory"):
+    if trial.model.factory:
         return None
     return zoo.REGISTRY[trial.model_name].max_seq_len
 
@@ -73,14 +73,14 @@ def _token_batches(trial: Trial, bundle: Bundle, gen: torch.Generator) -> list[t
     if bundle.make_padded is None:
         raise ValueError(f"model {trial.model_name} cannot build variable-length batches: a token stream "
                          "needs a Bundle with make_padded (the NLP zoo models have one)")
-    plan = workloads.token_plan(trial.workload["lengths"], trial.batch_size, trial.bucketing,
+    plan = workloads.token_plan(trial.workload.lengths, trial.batch_size, trial.bucketing,
                                 _position_cap(trial))
     return [(bundle.make_padded(chunk, pad_to, gen), len(chunk) * pad_to) for chunk, pad_to in plan]
 
 
 def _image_batches(trial: Trial, bundle: Bundle, gen: torch.Generator) -> list[tuple[Batch, None]]:
     out: list[tuple[Batch, None]] = []
-    for items, size in trial.workload["images"]:
+    for items, size in trial.workload.images:
         base = bundle.make_batch(items, None, gen)
         if size is not None:
             x = base.args[0] if base.args else None
@@ -96,8 +96,8 @@ def _image_batches(trial: Trial, bundle: Bundle, gen: torch.Generator) -> list[t
 def build_stream(trial: Trial, bundle: Bundle, device: torch.device) -> Stream:
     """The trial's batches on `device`, with varying dimensions marked dynamic if asked."""
     assert trial.workload is not None
-    gen = torch.Generator().manual_seed(trial.workload["seed"])
-    made = (_token_batches(trial, bundle, gen) if "lengths" in trial.workload
+    gen = torch.Generator().manual_seed(trial.workload.seed)
+    made = (_token_batches(trial, bundle, gen) if trial.workload.lengths is not None
             else _image_batches(trial, bundle, gen))
     stream = Stream([StreamBatch(b.to(device), shape_of(b), padded) for b, padded in made])
     if trial.mark_dynamic:

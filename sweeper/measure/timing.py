@@ -1,4 +1,4 @@
-"""Trackers: per-iteration latency in timed windows, and peak memory, on CUDA or CPU.
+"""Timing: per-iteration latency in timed windows, alternated arms, and the speedup's interval.
 
 On CUDA an event is recorded after every iteration and the device is synchronized once
 per window, so per-iteration latencies cost no extra synchronization. On CPU the host
@@ -8,17 +8,13 @@ clock is read after every iteration.
 from __future__ import annotations
 
 import math
-import resource
+import random
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
-
-GIB = 1024**3
-
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -86,78 +82,63 @@ def _window(fn: Callable[[], object], device: torch.device, iters: int) -> list[
     return laps
 
 
+Window = Callable[[], list[float]]
+"""Runs one timed window and returns the seconds of each iteration in it."""
+
+
+def fixed_window(fn: Callable[[], object], device: torch.device, iters: int) -> Window:
+    """A window of `iters` back-to-back calls of `fn`."""
+    return lambda: _window(fn, device, iters)
+
+
 @dataclass
 class Arm:
-    """One contender of an interleaved measurement: what to call, how often per window, and
-    optionally a memory tracker reset before each of its windows (its peak is kept)."""
+    """One contender of an interleaved measurement: its window, and hooks run around each window
+    outside the timed region (a memory tracker's reset and read, a look at the neighbours)."""
 
-    fn: Callable[[], object]
+    window: Window
     iters: int
-    mem: MemoryTracker | None = None
-    peak_gib: float = 0.0
+    before: Callable[[], None] = lambda: None
+    after: Callable[[], None] = lambda: None
 
 
-def run_interleaved(arms: list[Arm], device: torch.device, windows: int) -> list[WindowStats]:
+def run_interleaved(arms: list[Arm], windows: int) -> list[WindowStats]:
     """Time `windows` windows of each arm, alternating arms window by window (A B A B ...).
 
     Contenders timed one after the other see different conditions when something else
     shares the host (a neighbour's compile, clock changes); alternating short windows gives
-    both the same conditions, so their ratio holds even when the absolute numbers drift.
+    both the same conditions, and pairs window i of one arm with window i of the other for
+    the speedup's interval (`paired_interval`).
     """
     window_s: list[list[float]] = [[] for _ in arms]
     iter_s: list[list[float]] = [[] for _ in arms]
     for _ in range(windows):
         for k, arm in enumerate(arms):
-            if arm.mem is not None:
-                arm.mem.reset()
-            laps = _window(arm.fn, device, arm.iters)
-            if arm.mem is not None:
-                arm.peak_gib = max(arm.peak_gib, arm.mem.peak_gib())
+            arm.before()
+            laps = arm.window()
+            arm.after()
             iter_s[k].extend(laps)
             window_s[k].append(sum(laps))
     return [WindowStats(w, i, arm.iters) for w, i, arm in zip(window_s, iter_s, arms, strict=True)]
 
 
-def run_windows(fn: Callable[[], object], device: torch.device, windows: int,
-                iters: int) -> WindowStats:
-    return run_interleaved([Arm(fn, iters)], device, windows)[0]
+def run_windows(fn: Callable[[], object], device: torch.device, windows: int, iters: int) -> WindowStats:
+    return run_interleaved([Arm(fixed_window(fn, device, iters), iters)], windows)[0]
 
 
-class MemoryTracker:
-    """Peak memory since the last reset: CUDA allocator stats, or the process's RSS high-water."""
-
-    def __init__(self, device: torch.device):
-        self.device = device
-
-    def reset(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        else:
-            _reset_rss_hwm()
-
-    def peak_gib(self) -> float:
-        if self.device.type == "cuda":
-            return torch.cuda.max_memory_allocated(self.device) / GIB
-        return _rss_hwm_bytes() / GIB
-
-    def peak_reserved_gib(self) -> float | None:
-        if self.device.type == "cuda":
-            return torch.cuda.max_memory_reserved(self.device) / GIB
-        return None
+BOOTSTRAP_RESAMPLES = 2000
+CONFIDENCE = 0.95
 
 
-def _reset_rss_hwm() -> None:
-    try:  # Linux: writing 5 resets the peak resident set size (VmHWM)
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def _rss_hwm_bytes() -> int:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def paired_interval(base: WindowStats, new: WindowStats, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of the speedup of `new` over `base`, median(base) / median(new) per
+    iteration, resampling the pairs of alternated windows (window i of each was timed back to back,
+    under the same conditions). A difference inside it is not established."""
+    b = [w / base.iters_per_window for w in base.window_s]
+    n = [w / new.iters_per_window for w in new.window_s]
+    pairs = list(zip(b, n, strict=True))
+    rng = random.Random(seed)
+    ratios = sorted(statistics.median(p[0] for p in draw) / statistics.median(p[1] for p in draw)
+                    for draw in (rng.choices(pairs, k=len(pairs)) for _ in range(BOOTSTRAP_RESAMPLES)))
+    tail = (1 - CONFIDENCE) / 2
+    return ratios[int(tail * len(ratios))], ratios[min(len(ratios) - 1, int((1 - tail) * len(ratios)))]

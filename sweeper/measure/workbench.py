@@ -6,14 +6,16 @@ from __future__ import annotations
 import contextlib
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from sweeper import zoo
+from sweeper.measure.memory import cap_memory
 from sweeper.measure.timing import sync
+from sweeper.spec.schema import InputSpec
 from sweeper.spec.trials import Trial
 from sweeper.zoo.bundle import Batch, Bundle, mse_loss, output_tensor, xent_loss
 
@@ -26,21 +28,21 @@ def _import(path: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def _plain_module_bundle(model: nn.Module, spec: dict[str, Any]) -> Bundle:
+def _plain_module_bundle(model: nn.Module, spec: InputSpec | None) -> Bundle:
     """Inputs for a user's plain nn.Module, from the spec's `input` section."""
     if spec is None:
         raise ValueError("the factory returned an nn.Module: give the model an 'input' section")
-    num_classes = spec.get("num_classes")
+    num_classes = spec.num_classes
 
     def make(batch_size: int, seq_len: int | None, gen: torch.Generator) -> Batch:
-        if spec["kind"] == "image":
-            x = torch.randn(batch_size, spec["channels"], spec["size"], spec["size"], generator=gen)
-        elif spec["kind"] == "tokens":
-            x = torch.randint(0, spec["vocab_size"], (batch_size, seq_len or 128), generator=gen)
+        if spec.kind == "image":
+            x = torch.randn(batch_size, spec.channels, spec.size, spec.size, generator=gen)
+        elif spec.kind == "tokens":
+            x = torch.randint(0, spec.vocab_size, (batch_size, seq_len or 128), generator=gen)
         else:
-            x = torch.randn(batch_size, *spec["shape"], generator=gen)
+            x = torch.randn(batch_size, *spec.shape, generator=gen)
         labels = torch.randint(0, num_classes, (batch_size,), generator=gen) if num_classes else None
-        tokens = batch_size * (seq_len or 128) if spec["kind"] == "tokens" else None
+        tokens = batch_size * (seq_len or 128) if spec.kind == "tokens" else None
         return Batch(args=(x,), items=batch_size, tokens=tokens, labels=labels)
 
     return Bundle(model, make, xent_loss if num_classes else mse_loss)
@@ -48,14 +50,14 @@ def _plain_module_bundle(model: nn.Module, spec: dict[str, Any]) -> Bundle:
 
 def build_bundle(trial: Trial) -> Bundle:
     m = trial.model
-    if m.get("factory"):
-        built = _import(m["factory"])(**m.get("kwargs", {}))
+    if m.factory:
+        built = _import(m.factory)(**m.kwargs)
         if isinstance(built, Bundle):
             return built
         if not isinstance(built, nn.Module):
-            raise TypeError(f"factory {m['factory']} returned {type(built).__name__}, not an nn.Module or Bundle")
-        return _plain_module_bundle(built, m.get("input"))
-    return _import(zoo.REGISTRY[m["name"]].builder)(**m.get("kwargs", {}))
+            raise TypeError(f"factory {m.factory} returned {type(built).__name__}, not an nn.Module or Bundle")
+        return _plain_module_bundle(built, m.input)
+    return _import(zoo.REGISTRY[m.name].builder)(**m.kwargs)
 
 
 def zero_dropout(model: nn.Module) -> None:
@@ -75,71 +77,64 @@ class Workbench:
     model: nn.Module
     bundle: Bundle
     batch: Batch
+    """The batch that `step` feeds (a stream swaps it batch by batch)."""
     optimizer: torch.optim.Optimizer | None = None
-    reference: list[torch.Tensor] = field(default_factory=list)
-    first_outputs: list[torch.Tensor] = field(default_factory=list)
     _initial: dict[str, torch.Tensor] | None = None
 
     @property
     def train(self) -> bool:
         return self.trial.phase == "train"
 
-    @property
-    def items_per_iter(self) -> int:
-        return self.batch.items
-
-    @property
-    def tokens_per_iter(self) -> int | None:
-        return self.batch.tokens
-
-    def _autocast(self):
-        if self.trial.precision == "bf16":
+    def _autocast(self, on: bool = True):
+        if on and self.trial.precision == "bf16":
             return torch.autocast(self.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
-
-    def forward(self, module: nn.Module) -> Any:
-        with self._autocast():
-            return module(*self.batch.args, **self.batch.kwargs)
-
-    def fwd_bwd(self, module: nn.Module) -> Any:
-        assert self.optimizer is not None
-        self.optimizer.zero_grad(set_to_none=True)
-        with self._autocast():
-            out = module(*self.batch.args, **self.batch.kwargs)
-            loss = self.bundle.loss(out, self.batch)
-        loss.backward()
-        return out
 
     def _mark_step(self, module: nn.Module) -> None:
         if module is not self.model and self.trial.mode in CUDAGRAPH_MODES:
             torch.compiler.cudagraph_mark_step_begin()
 
+    def _fwd_bwd(self, module: nn.Module, batch: Batch, autocast: bool = True) -> Any:
+        for p in module.parameters():
+            p.grad = None
+        with self._autocast(autocast):
+            out = module(*batch.args, **batch.kwargs)
+            loss = self.bundle.loss(out, batch)
+        loss.backward()
+        return out
+
     def step(self, module: nn.Module) -> Any:
         """One timed iteration: a no-grad forward, or forward + backward + optimizer step."""
         self._mark_step(module)
         if not self.train:
-            with torch.no_grad():
-                return self.forward(module)
-        out = self.fwd_bwd(module)
+            with torch.no_grad(), self._autocast():
+                return module(*self.batch.args, **self.batch.kwargs)
+        out = self._fwd_bwd(module, self.batch)
         self.optimizer.step()
         return out
 
-    def _capture(self, out: Any) -> list[torch.Tensor]:
-        got = [output_tensor(out).detach().to(torch.float32, copy=True)]
+    def capture(self, module: nn.Module, batch: Batch | None = None, autocast: bool = True) -> list[torch.Tensor]:
+        """One call of `module` (no optimizer step), returning what accuracy compares: the output
+        and, in training, the flattened gradients, as copies in float32 or wider."""
+        batch = batch if batch is not None else self.batch
+        self._mark_step(module)
         if self.train:
-            grads = [p.grad.detach().flatten().float() for p in self.model.parameters() if p.grad is not None]
-            got.append(torch.cat(grads) if grads else torch.zeros(0, device=self.device))
+            out = self._fwd_bwd(module, batch, autocast)
+        else:
+            with torch.no_grad(), self._autocast(autocast):
+                out = module(*batch.args, **batch.kwargs)
+        got = [_widened(output_tensor(out))]
+        if self.train:
+            grads = [p.grad.detach().flatten() for p in module.parameters() if p.grad is not None]
+            got.append(_widened(torch.cat(grads)) if grads else torch.zeros(0, device=got[0].device))
         return got
 
-    def first(self, module: nn.Module) -> None:
-        """The first call of `module` (where compiling happens), keeping outputs for accuracy."""
-        self._mark_step(module)
-        if not self.train:
-            with torch.no_grad():
-                self.first_outputs = self._capture(self.forward(module))
-            return
-        self.first_outputs = self._capture(self.fwd_bwd(module))
-        self.optimizer.step()
+    def first(self, module: nn.Module) -> list[torch.Tensor]:
+        """The first call of `module` (where compiling happens), then its optimizer step."""
+        got = self.capture(module)
+        if self.train:
+            self.optimizer.step()
+        return got
 
     def restore_initial_state(self) -> None:
         """Back to the weights the eager reference saw, with a fresh optimizer."""
@@ -148,34 +143,34 @@ class Workbench:
             self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
 
 
+def _widened(t: torch.Tensor) -> torch.Tensor:
+    return t.detach().to(torch.promote_types(t.dtype, torch.float32), copy=True)
+
+
 def build_workbench(trial: Trial, device: torch.device, mark: Callable[[str], None] = lambda _: None) -> Workbench:
-    """Model and batch on `device`, and the eager reference; `mark` is told when each part
-    ends: "cuda_init" (CUDA devices only), "build", "reference"."""
+    """Model and batch on `device`, in train or eval mode; `mark` is told when each part ends:
+    "cuda_init" (CUDA devices only), "build"."""
     m = trial.measure
-    torch.manual_seed(m["seed"])
-    torch.set_float32_matmul_precision(m["matmul_precision"])
+    torch.manual_seed(m.seed)
+    torch.set_float32_matmul_precision(m.matmul_precision)
     if device.type == "cuda":
+        if m.memory_cap_gib is not None:
+            cap_memory(device, m.memory_cap_gib)
         torch.cuda.init()
         torch.empty(1, device=device)  # the context exists once something is allocated
         mark("cuda_init")
     bundle = build_bundle(trial)
     model = bundle.model.to(device)
-    gen = torch.Generator().manual_seed(m["seed"])
+    gen = torch.Generator().manual_seed(m.seed)
     batch = bundle.make_batch(trial.batch_size, trial.seq_len, gen).to(device)
     wb = Workbench(trial, device, model, bundle, batch)
-    sync(device)
-    mark("build")
     if wb.train:
         model.train()
         zero_dropout(model)
         wb._initial = {k: v.detach().clone() for k, v in model.state_dict().items()}
         wb.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-        wb.reference = wb._capture(wb.fwd_bwd(model))
-        wb.optimizer.zero_grad(set_to_none=True)
     else:
         model.eval()
-        with torch.no_grad():
-            wb.reference = wb._capture(wb.forward(model))
     sync(device)
-    mark("reference")
+    mark("build")
     return wb

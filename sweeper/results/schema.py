@@ -65,6 +65,8 @@ COLUMNS: list[Column] = [
     _c("peak_mem_gib", F, "Peak allocated memory from the warm-up through the timed windows (CUDA; CUDA-graph pools included), or process RSS high-water (CPU)."),
     _c("peak_mem_compile_gib", F, "Peak allocated memory over the whole compiled run, compile/autotune included."),
     _c("peak_reserved_gib", F, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
+    _c("mem_need_reserved_gib", F, "What the caching allocator took over the whole trial (eager, compile, autotune, CUDA-graph pools, steady): the memory a setting needs, as torch.cuda.set_per_process_memory_fraction caps it. Null on CPU."),
+    _c("device_mem_used_gib", F, "Device memory in use (all of the GPU's, CUDA context and loaded kernels included) at its highest phase end: with one trial per GPU, what the trial's process occupied. Null on CPU."),
     # eager baseline (same process, model, inputs)
     _c("eager_throughput_items_s", F, "Eager throughput of the same model/phase/precision/batch, same process, windows alternating with the compiled ones."),
     _c("eager_latency_p50_ms", F, "Eager per-iteration latency p50."),
@@ -72,6 +74,12 @@ COLUMNS: list[Column] = [
     _c("speedup_vs_eager", F, "throughput_items_s / eager_throughput_items_s."),
     _c("mem_ratio_vs_eager", F, "peak_mem_gib / eager_peak_mem_gib."),
     _c("break_even_iters", F, "compile_s / (eager iter time - compiled iter time); inf when compiling never pays."),
+    _c("speedup_ci_low", F, "Lower end of the speedup's 95% bootstrap interval over the pairs of alternated eager and compiled windows."),
+    _c("speedup_ci_high", F, "Upper end of that interval. Speedups whose intervals overlap are not told apart."),
+    _c("host_busy_windows_pct", F, "Timed windows (either arm) during which another trial on the host was compiling, in percent: measured from that trial's compile marker."),
+    _c("cpu_affinity", S, "CPUs the measuring process could run on, e.g. 0-15: the trial's own share when pinned."),
+    _c("cpu_count", I, "Number of those CPUs."),
+    _c("cpus_pinned", B, "The trial held its own slot of whole physical cores (its processes and compile workers ran there only)."),
     # compile health
     _c("graphs", I, "Unique graphs dynamo captured."),
     _c("graph_breaks", I, "Graph breaks."),
@@ -80,10 +88,14 @@ COLUMNS: list[Column] = [
     _c("recompile_limit_hit", B, "A frame hit torch._dynamo's recompile limit and fell back to eager."),
     _c("graph_break_reasons", S, "JSON list of distinct graph-break reasons (first 20)."),
     # accuracy
-    _c("accuracy_ok", B, "Compiled outputs (and, for train, gradients) match eager within accuracy_tol."),
+    _c("accuracy_ok", B, "Compiled outputs (and, for train, gradients) pass: error vs float64 <= accuracy_tol (2x eager's own error, 3x in bf16, plus a floor), or, without a float64 reference, rel_err <= accuracy_tol."),
     _c("max_abs_err", F, "Max absolute difference, compiled vs eager output."),
     _c("rel_err", F, "||compiled - eager|| / ||eager|| of the output (max over output and gradients in train)."),
-    _c("accuracy_tol", F, "Tolerance applied to rel_err."),
+    _c("accuracy_tol", F, "The bound the check applied: allowed error vs float64, or the tolerance vs eager (see accuracy_reference)."),
+    _c("eager_err_vs_fp64", F, "Eager's own relative error against a float64 run of the same model and batch (max over output and gradients)."),
+    _c("compiled_err_vs_fp64", F, "The compiled result's relative error against the same float64 run."),
+    _c("accuracy_reference", S, "Where the float64 reference ran: fp64_device, fp64_cpu, or eager (none possible: compiled vs eager within the tolerance)."),
+    _c("accuracy_note", S, "Why the float64 reference is missing or ran on the host."),
     # input streams (trials with a workload; null for fixed-shape trials)
     _c("workload", S, "Name of the spec's workload (input stream) this trial ran; null: one fixed-shape batch."),
     _c("length_source", S, "Where the stream's lengths came from, with parameters, e.g. lognormal(mu=5.19, sigma=0.6)."),
@@ -101,7 +113,7 @@ COLUMNS: list[Column] = [
     _c("compile_s_per_shape", F, "stream_compile_s / stream_shapes: compile cost per distinct shape."),
     _c("stream_break_even_batches", F, "Batches of this mix after which compiling has paid for itself vs eager; inf if never."),
     _c("fell_back_to_eager", B, "Hit the recompile limit: later new shapes ran eager. Never a setting to recommend."),
-    _c("accuracy_shapes", I, "Distinct shapes whose first batch was checked against eager (real positions only)."),
+    _c("accuracy_shapes", I, "Distinct shapes whose first batch was checked against eager and float64 (real positions only)."),
     _c("notes", S, "Warnings about a row that ran, e.g. FELL BACK TO EAGER."),
     # environment
     _c("sweeper_version", S, "sweeper package version."),

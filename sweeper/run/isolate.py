@@ -27,6 +27,7 @@ import psutil
 
 import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.run.cpus import cpu_slot
 
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
@@ -52,10 +53,14 @@ def _pythonpath(extra: list[str]) -> str:
     return os.pathsep.join([here, *extra, *user_import_path(), *([rest] if rest else [])])
 
 
-def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any]) -> dict[str, str]:
+def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any],
+               cpus: list[int] | None) -> dict[str, str]:
     env = dict(os.environ)
-    if measure.get("compile_threads"):
-        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(measure["compile_threads"])
+    threads = measure.get("compile_threads") or (len(cpus) if cpus else None)
+    if threads:
+        env["TORCHINDUCTOR_COMPILE_THREADS"] = str(threads)
+    if cpus:  # intra-op threads follow the trial's share, not the host's core count
+        env["OMP_NUM_THREADS"] = str(len(cpus))
     env.update(TORCHINDUCTOR_CACHE_DIR=str(cache_dir / "inductor"),
                TRITON_CACHE_DIR=str(cache_dir / "triton"),
                TORCHINDUCTOR_FX_GRAPH_REMOTE_CACHE="0",
@@ -72,6 +77,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _start_child(cpus: list[int] | None):
+    """What the measuring process runs before Python starts: die with the worker, and keep to
+    the trial's CPUs (inherited by everything it starts, inductor's compile workers included)."""
+    def start() -> None:
+        _die_with_parent()
+        if cpus:
+            os.sched_setaffinity(0, cpus)
+    return start
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:
@@ -102,7 +117,7 @@ def _exit_text(code: int, stderr: str) -> str:
 
 
 def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: float,
-                warm: bool = False) -> dict[str, Any]:
+                warm: bool = False, cpus: list[int] | None = None) -> dict[str, Any]:
     """One `python -m sweeper.measure` process; returns its row whatever happens."""
     tag = "warm" if warm else "cold"
     trial_file, out_file, err_file = (workdir / f"{tag}.{n}" for n in ("trial.json", "row.json", "stderr"))
@@ -112,11 +127,11 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     if warm:
         cmd.append("--warm")
     with open(err_file, "w") as err:
-        env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"])
+        env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
         t0 = time.monotonic()
         env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True, preexec_fn=_die_with_parent)
+                                start_new_session=True, preexec_fn=_start_child(cpus))
         try:
             proc.wait(timeout=max(timeout_s, 1.0))
             timed_out = False
@@ -135,7 +150,14 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
 
 
 def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
-    """Cold run (retried after a crash), then a warm-cache run for compiled trials."""
+    """Cold run (retried after a crash), then a warm-cache run for compiled trials, on the
+    trial's own CPUs when the payload asks to pin them (`pin_cpus`: how many)."""
+    pin = payload.get("pin_cpus")
+    with cpu_slot(pin) if pin else contextlib.nullcontext() as cpus:
+        return _run_pinned(payload, max_retries, cpus)
+
+
+def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | None) -> dict[str, Any]:
     trial = payload["trial"]
     timeout_s = float(trial["measure"]["trial_timeout_s"])
     started, t0 = datetime.now(UTC), time.monotonic()
@@ -143,7 +165,7 @@ def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
     try:
         for attempt in range(1, max_retries + 2):
             shutil.rmtree(workdir / "cache", ignore_errors=True)  # every attempt compiles cold
-            row = run_process(payload, workdir, workdir / "cache", timeout_s)
+            row = run_process(payload, workdir, workdir / "cache", timeout_s, cpus=cpus)
             if row["status"] not in RETRIED_STATUSES:
                 break
             log.warning("trial %s crashed (attempt %d): %s", trial["trial_id"], attempt, row["error"])
@@ -151,7 +173,7 @@ def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
         processes = {"cold_process": row.pop("_process_s")}
         left = timeout_s - (time.monotonic() - t0)
         if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:
-            warm = run_process(payload, workdir, workdir / "cache", left, warm=True)
+            warm = run_process(payload, workdir, workdir / "cache", left, warm=True, cpus=cpus)
             processes["warm_process"] = warm.pop("_process_s")
             if warm.get("status") == "ok":
                 row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"])
@@ -162,5 +184,5 @@ def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
     phases = json.loads(row.get("phase_s_json") or "{}")
     row["phase_s_json"] = json.dumps({**phases, **{k: round(v, 4) for k, v in processes.items()}})
     row.update(started_at=started.isoformat(), finished_at=datetime.now(UTC).isoformat(),
-               trial_wall_s=time.monotonic() - t0)
+               trial_wall_s=time.monotonic() - t0, cpus_pinned=cpus is not None)
     return row

@@ -118,17 +118,32 @@ def _trial_name(trial: Any) -> str:
     return trial.config["payload"]["trial"]["trial_id"]
 
 
+def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
+    """CPUs each trial holds, and whether its processes are pinned to them. By default on GPUs:
+    each GPU's equal share of its node's CPUs (the smallest share over the GPU nodes)."""
+    r = spec.resources
+    if r.cpus_per_trial is not None:
+        return r.cpus_per_trial, True
+    if device != "cuda":
+        return 1, False
+    shares = [int(n["Resources"]["CPU"] * r.gpus_per_trial // n["Resources"]["GPU"])
+              for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU") and n["Resources"].get("CPU")]
+    return max(1, min(shares, default=1)), True
+
+
 def run_sweep(state: SweepState, trials: list[Trial], device: str) -> None:
     """Run `trials` (already filtered for resume) and record every one in `state`."""
     r = state.spec.resources
-    resources = {"cpu": r.cpus_per_trial, "gpu": r.gpus_per_trial if device == "cuda" else 0}
+    cpus, pinned = cpus_per_trial(state.spec, device)
+    resources = {"cpu": cpus, "gpu": r.gpus_per_trial if device == "cuda" else 0}
     # CPU trials share the host's cores: run them one at a time unless the spec says otherwise.
     concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)
     gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
     progress = Progress.of(trials, slots=concurrent or max(1, gpus))
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
     import_path = user_import_path()  # where the driver found the spec's factories
-    payloads = [{"trial": t.to_dict(), "device": device, "import_path": import_path} for t in trials]
+    payloads = [{"trial": t.to_dict(), "device": device, "import_path": import_path,
+                 "pin_cpus": cpus if pinned else None} for t in trials]
     storage = tempfile.mkdtemp(prefix="sweeper-tune-")
     try:
         tuner = tune.Tuner(

@@ -134,7 +134,7 @@ def make_row(sweep_id: str, sweep_name: str, trial: Trial, measured: dict[str, A
     row = {k: v for k, v in measured.items() if not k.startswith("_")}
     row.update({k: config[k] for k in CONFIG_COLUMNS}, **trial.stream_columns())
     row.update(sweep_id=sweep_id, sweep_name=sweep_name, trial_id=trial.trial_id, model=trial.model_name,
-               backend=trial.measure["backend"], matmul_precision=trial.measure["matmul_precision"],
+               backend=trial.measure.backend, matmul_precision=trial.measure.matmul_precision,
                config_json=json.dumps(config, sort_keys=True), git_commit=envinfo.git_commit())
     row.setdefault("status", "crashed")
     row.setdefault("attempts", 1)

@@ -147,10 +147,11 @@ class MeasureSpec(_Strict):
 
     warmup_iters: PositiveInt = 3
     """Steady iterations after the first (compiling) call, before timing."""
-    windows: Annotated[int, Field(ge=5)] = 5
-    """Timed windows; throughput is the median over windows."""
+    windows: Annotated[int, Field(ge=5)] = 10
+    """Timed windows per arm; throughput is the median over windows, and the speedup's interval
+    resamples the pairs of alternated eager and compiled windows."""
     min_window_iters: PositiveInt = 5
-    min_window_s: Annotated[float, Field(gt=0)] = 0.2
+    min_window_s: Annotated[float, Field(gt=0)] = 0.1
     """Each window runs until both the iteration floor and the time floor are met."""
     trial_timeout_s: Annotated[float, Field(gt=0)] = 1800.0
     """Wall-clock limit per trial process; a hung compile or run is killed with its children."""
@@ -159,7 +160,8 @@ class MeasureSpec(_Strict):
     matmul_precision: Literal["highest", "high", "medium"] = "high"
     """torch.set_float32_matmul_precision for every trial (recorded in every row)."""
     accuracy_tol: Annotated[float, Field(gt=0)] | None = None
-    """Max relative error ||compiled - eager|| / ||eager||; None: by precision (see README)."""
+    """Tolerance of the accuracy check; None: by precision (see README). With a float64 reference
+    a tenth of it is the floor of the allowed error; without one, the bound vs eager."""
     warm_compile: bool = True
     """Also measure compile time in a second process whose cache holds the trial's artifacts."""
     recompile_limit: PositiveInt | None = None
@@ -169,6 +171,17 @@ class MeasureSpec(_Strict):
     default, one per core of the host (up to 32): trials that share a host then compete for its cores,
     and a compiling trial disturbs its neighbour's launch-bound timings."""
     seed: int = 0
+    memory_cap_gib: Annotated[float, Field(gt=0)] | None = None
+    """Cap the caching allocator at this many GiB per trial (as on a smaller GPU); None: no cap."""
+
+    def identity(self) -> dict[str, Any]:
+        """The settings as they enter a trial's id: a setting added after the first release enters
+        only when it is set, so the ids of specs that leave it out stay as they were."""
+        later = {k for k in _LATER_MEASURE_SETTINGS if getattr(self, k) is None}
+        return self.model_dump(mode="json", exclude=later)
+
+
+_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib")
 
 
 class Resources(_Strict):
@@ -176,7 +189,10 @@ class Resources(_Strict):
     """auto: cuda when the cluster has GPUs, else cpu."""
     gpus_per_trial: Annotated[float, Field(gt=0, le=8)] = 1.0
     """Below 1 lets trials share a GPU (their timings then disturb each other)."""
-    cpus_per_trial: Annotated[float, Field(gt=0)] = 1.0
+    cpus_per_trial: Annotated[int, Field(gt=0)] | None = None
+    """CPUs each trial holds, pinned (whole physical cores, its own on the host): its measuring
+    processes and compile workers run there only. None: on GPUs, each GPU's equal share of its
+    node's CPUs; on CPU, 1 CPU for Ray's scheduling and no pinning."""
     max_concurrent_trials: PositiveInt | None = None
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""

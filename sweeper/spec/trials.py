@@ -6,21 +6,41 @@ import hashlib
 import itertools
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from sweeper import zoo
 from sweeper.spec import lengths as workloads
-from sweeper.spec.schema import ModelSpec, SpecError, SweepSpec
+from pydantic import ValidationError
+
+from sweeper.spec.schema import MeasureSpec, ModelSpec, SpecError, SweepSpec
+
+
+@dataclass(frozen=True)
+class DrawnStream:
+    """A workload's stream as drawn on the driver: what every trial of it feeds, batch by batch."""
+
+    name: str
+    source: str
+    """The length source or image plan, as text."""
+    seed: int
+    steady_passes: int
+    lengths: list[int] | None = None
+    """Token streams: one sequence length per item, in order."""
+    images: list[list[int]] | None = None
+    """Image streams: [items, resolution] per batch."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
 
 
 @dataclass(frozen=True)
 class Trial:
-    """One measurement: a model under one setting of every axis. JSON round-trips."""
+    """One measurement: a model under one setting of every axis. Travels to the measuring process
+    as JSON (`to_json` / `from_json`), validated again there."""
 
     trial_id: str
-    model: dict[str, Any]
-    """The ModelSpec as a dict (name, factory, kwargs, input)."""
+    model: ModelSpec
     task: str
     mode: str
     dynamic: bool | None
@@ -28,18 +48,17 @@ class Trial:
     seq_len: int | None
     phase: str
     precision: str
-    measure: dict[str, Any] = field(default_factory=dict)
+    measure: MeasureSpec = field(default_factory=MeasureSpec)
     bucketing: str = "none"
     """Padding policy of a token stream (sweeper.spec.bucketing)."""
     mark_dynamic: bool = False
     """Mark the input dimensions that vary over the stream with torch._dynamo.mark_dynamic."""
-    workload: dict[str, Any] | None = None
-    """The stream: name, source (text), seed, steady_passes and the drawn `lengths` (token
-    streams) or `images` ([items, resolution] per batch); None: one fixed-shape batch."""
+    workload: DrawnStream | None = None
+    """The input stream; None: one fixed-shape batch."""
 
     @property
     def model_name(self) -> str:
-        return self.model["name"]
+        return self.model.name
 
     @property
     def label(self) -> str:
@@ -47,22 +66,39 @@ class Trial:
         dyn = "" if self.mode == "eager" else f" dynamic={self.dynamic}"
         if self.workload is not None:
             mark = " mark_dynamic" if self.mark_dynamic else ""
-            buck = f" bucketing={self.bucketing}" if "lengths" in self.workload else ""
-            seq = f" stream={self.workload['name']}{buck}{mark}"
+            buck = f" bucketing={self.bucketing}" if self.workload.lengths is not None else ""
+            seq = f" stream={self.workload.name}{buck}{mark}"
         return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
 
     def stream_columns(self) -> dict[str, Any]:
         """The stream settings as row columns (fixed-shape trials: no workload, no bucketing)."""
-        w = self.workload or {}
+        w = self.workload
         return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic,
-                "workload": w.get("name"), "length_source": w.get("source")}
+                "workload": w.name if w else None, "length_source": w.source if w else None}
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(model=self.model.model_dump(mode="json"), measure=self.measure.identity(),
+                 workload=self.workload.to_dict() if self.workload else None)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Trial:
-        return cls(**d)
+        """The inverse of `to_dict`; a malformed trial raises SpecError naming the field."""
+        try:
+            model = ModelSpec.model_validate(d["model"])
+            measure = MeasureSpec.model_validate(d["measure"])
+        except ValidationError as e:
+            raise SpecError(f"trial {d.get('trial_id')}: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}") from None
+        workload = DrawnStream(**d["workload"]) if d.get("workload") else None
+        return cls(**{**d, "model": model, "measure": measure, "workload": workload})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> Trial:
+        return cls.from_dict(json.loads(text))
 
 
 @dataclass(frozen=True)
@@ -114,8 +150,7 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
 def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
     """Every combination of the axes, per model, in a stable order."""
     # settings added after the first release enter the config (and the id) only when set
-    unset = {"compile_threads"} if spec.measure.compile_threads is None else None
-    measure = spec.measure.model_dump(mode="json", exclude=unset)
+    measure = spec.measure.identity()
     trials: dict[str, Trial] = {}
     dropped: list[Dropped] = []
     streams = _Streams(spec)
@@ -132,7 +167,8 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
                 config.update(bucketing=c["bucketing"], mark_dynamic=c["mark_dynamic"], workload=stream)
             tid = trial_id(config)
-            trials.setdefault(tid, Trial(trial_id=tid, **config))
+            trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
+                                                          "workload": DrawnStream(**stream) if stream else None}))
     return list(trials.values()), _dedupe(dropped)
 
 
