@@ -101,12 +101,14 @@ def _frame(state: SweepState):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?")
+    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?",
+                                 parents=[_global_flags(argparse.SUPPRESS)])
     ap.add_argument("--version", action="version", version=f"sweeper {__version__}")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    ap.set_defaults(verbose=False)
+    common = [_global_flags(argparse.SUPPRESS)]  # also after the subcommand: `sweeper validate SPEC -v`
     sub = ap.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)")
+    run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)", parents=common)
     run.add_argument("spec", help="sweep spec (YAML)")
     run.add_argument("--results", help="results directory (default: the spec's results_dir or results/NAME)")
     run.add_argument("--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:10001; "
@@ -116,17 +118,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
     run.set_defaults(func=_cmd_run)
 
-    val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing")
+    val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing", parents=common)
     val.add_argument("spec")
     val.set_defaults(func=_cmd_validate)
 
-    models = sub.add_parser("models", help="list the model zoo")
+    models = sub.add_parser("models", help="list the model zoo", parents=common)
     models.set_defaults(func=_cmd_models)
 
     from sweeper.cli import results_cmds as report_cmds
 
-    report_cmds.register(sub)
+    report_cmds.register(sub, common)
     return ap
+
+
+def _global_flags(default: object) -> argparse.ArgumentParser:
+    """Flags every command takes, before or after the subcommand name."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("-v", "--verbose", action="store_true", default=default, help="debug logging")
+    return flags
 
 
 def main(argv: list[str] | None = None) -> int:
