@@ -46,7 +46,7 @@ class Standing:
     """How a setting's speedup over eager stands against its measured noise."""
 
     kind: str
-    """faster, slower, tie, drifted (baseline moved) or unknown (no speedup measured)."""
+    """faster, slower, tie, drifted (baseline moved), reference (eager) or unknown (not measured)."""
     speedup: float | None
     low: float | None
     high: float | None
@@ -68,8 +68,9 @@ class Standing:
     def note(self) -> str:
         """Why a speedup is not established, or '' when it is."""
         if self.kind == "drifted":
-            return (f"speedup not established: the in-trial eager baseline differs by {fmt_num(self.drift_pct)}% "
-                    f"from the eager trial of this context (limit {fmt_num(DRIFT_LIMIT_PCT)}%)")
+            return (f"speedup not established: baseline drifted (the in-trial eager baseline differs by "
+                    f"{fmt_num(self.drift_pct)}% "
+                    f"from the eager trial of this context, limit {fmt_num(DRIFT_LIMIT_PCT)}%)")
         if self.kind == "tie":
             return (f"speedup not established: {fmt_num(self.speedup)}x is inside the noise "
                     f"({fmt_num(self.low)}-{fmt_num(self.high)}x, {self.source})")
@@ -91,7 +92,7 @@ def standing(row: pd.Series | dict) -> Standing:
     speedup = _num(row.get("speedup_vs_eager"))
     drift = _num(row.get("baseline_drift_pct"))
     if row.get("mode") == EAGER:
-        return Standing("tie", 1.0, 1.0, 1.0, "the reference", drift)
+        return Standing("reference", 1.0, 1.0, 1.0, "the reference", drift)
     if speedup is None:
         return Standing("unknown", None, None, None, "not measured", drift)
     low, high = _num(row.get("speedup_ci_low")), _num(row.get("speedup_ci_high"))
@@ -217,7 +218,7 @@ def verdict(best: Candidate | None, best_compiled: Candidate | None) -> tuple[st
     s = best.speedup_vs_eager
     if best.speedup_established and s is not None and s > 1:
         return f"compile: {s:.2f}× faster", "v-win"
-    if "drift" in best.speedup_note:
+    if "baseline drifted" in best.speedup_note:
         return f"speedup not established ({fmt_num(s)}×, baseline drifted)", "v-even"
     return f"no clear difference ({fmt_num(s)}×, inside the noise)", "v-even"
 
