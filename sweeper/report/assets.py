@@ -252,7 +252,7 @@ TAIL_JS = """
       sec.style.display = any ? '' : 'none';
     });
     return Promise.all(jobs).then(function () {
-      document.getElementById('ctx-count').textContent = window.sweeperVisiblePoints() + ' trials plotted';
+      document.getElementById('ctx-count').textContent = window.sweeperVisiblePoints() + ' points in the scatter plots shown';
     }, function (err) { window.sweeperError('context ' + id + ': ' + err); });
   }
 })();
