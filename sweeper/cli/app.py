@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,6 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     trials, dropped = _expand(spec, args.spec)
     results_dir = Path(args.results or spec.results_dir or f"results/{spec.name}")
     state = SweepState.open(spec, results_dir, resume=args.resume or args.retry_failed)
+    _check_writable(results_dir)
     todo = state.pending(trials, retry_failed=args.retry_failed)
     for d in dropped:
         log.info("dropped %s: %s", d.config, d.reason)
@@ -92,6 +94,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         path = write_report(_frame(state), results_dir / "report.html", title=f"sweeper: {spec.name}")
         print(f"report: {path}")
     return 0 if len(state.pending(trials)) == 0 else 1
+
+
+def _check_writable(results_dir: Path) -> None:
+    """Refuse, before Ray starts, a results directory that cannot be created or written."""
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results_dir, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise SweepError(f"{results_dir}: cannot write results there ({e.strerror or e}); "
+                         "choose another --results directory") from None
 
 
 def _frame(state: SweepState):
