@@ -191,3 +191,18 @@ def test_a_gap_inside_the_window_spread_is_called_a_tie() -> None:
     assert "tie within measurement noise" in rec.runner_up_reason  # 3.8% gap < 12% spread
     quiet = noisy.assign(throughput_spread_pct=1.0)
     assert "noise" not in recommend(quiet, "net").runner_up_reason
+
+
+def test_a_drifted_baseline_or_an_interval_across_one_leaves_the_speedup_unestablished() -> None:
+    df = pd.DataFrame([row("eager", 1000.0, 1.0, None),
+                       row("default", 1500.0, 1.0, 5.0, speedup_vs_eager=1.5, speedup_ci_low=1.4,
+                           speedup_ci_high=1.6, baseline_drift_pct=12.0)])
+    rec = recommend(df, "net")
+    assert rec.best.mode == "default" and not rec.best.speedup_established
+    assert "differs by 12% from the eager trial" in rec.best.speedup_note
+    assert "speedup not established" in render(rec) and "baseline drifted" in rec.verdict
+    steady = recommend(df.assign(baseline_drift_pct=1.0), "net")
+    assert steady.best.speedup_established and steady.verdict == "compile: 1.50× faster"
+    wide = recommend(df.assign(baseline_drift_pct=1.0, speedup_ci_low=0.9), "net")
+    assert not wide.best.speedup_established and "inside the noise" in wide.verdict
+    assert json.loads(json.dumps(wide.to_dict()))["best"]["speedup_ci_low"] == 0.9

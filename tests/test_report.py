@@ -69,7 +69,7 @@ def test_every_text_from_the_data_is_escaped(rows: list[dict]) -> None:
 def test_figures_are_valid_plotly_and_count_their_points(rows: list[dict]) -> None:
     df = pd.DataFrame(rows)
     figs = figures(report.build_html(df))
-    assert {f["kind"] for f in figs} == {"scatter", "heatmap", "bar"}
+    assert {f["kind"] for f in figs} == {"scatter", "heatmap", "bar", "parcoords"}
     for f in figs:
         go.Figure(data=f["data"], layout=f["layout"])  # raises on any property plotly does not know
         assert f["expected"] > 0

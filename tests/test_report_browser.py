@@ -21,6 +21,7 @@ import pytest
 
 from sweeper.report import page as report
 from sweeper.analysis import frames as rows
+from sweeper.analysis import ranking
 from sweeper.results import synthetic
 
 PWN_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
@@ -99,9 +100,9 @@ def expected_counts(df: pd.DataFrame) -> tuple[int, int, int]:
     """Scatter points, scatter plots and heatmap cells, computed here from the rows, not by the report."""
     d = rows.prepare(df)
     plotted = d[d["status"].eq("ok") & d["peak_mem_gib"].gt(0) & d["throughput_items_s"].gt(0)]
-    n_scatter = plotted.groupby(rows.CONTEXT_KEYS, dropna=False).ngroups
+    n_scatter = plotted.groupby(ranking.CONTEXT, dropna=False).ngroups
     cells = d[~d["is_eager"] & rows.accurate(d) & d["speedup_vs_eager"].gt(0)]
-    n_cells = len(cells.groupby(rows.CONTEXT_KEYS + ["mode", "batch_size"], dropna=False))
+    n_cells = len(cells.groupby(ranking.CONTEXT + ["mode", "batch_size"], dropna=False))
     return len(plotted), n_scatter, n_cells
 
 
@@ -151,3 +152,79 @@ def test_screenshot(built, tmp_path: Path) -> None:
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(keep) / "report.png")
+
+
+CONTROLS_PROBE = """
+<script>
+window.addEventListener('load', function () { setTimeout(function () {
+  var out = {allPoints: window.sweeperVisiblePoints()};
+  var select = document.getElementById('ctx-select');
+  out.contexts = select.options.length - 1;
+  var target = Array.prototype.map.call(document.querySelectorAll('div.ctx'), function (d) {
+    return d.getAttribute('data-ctx'); }).filter(function (id) {
+    return Array.prototype.some.call(document.querySelectorAll('div.ctx[data-ctx=' + id + '] .plot'), function (gd) {
+      return window.sweeperFigs[gd.id].kind === 'parcoords' && window.sweeperFigs[gd.id].expected >= 8; });
+  })[1];
+  select.value = target; select.dispatchEvent(new Event('change'));
+  setTimeout(function () {
+    out.chosen = target;
+    out.chosenPoints = window.sweeperVisiblePoints();
+    out.visibleBlocks = Array.prototype.filter.call(document.querySelectorAll('div.ctx'),
+      function (d) { return d.style.display !== 'none'; }).map(function (d) { return d.getAttribute('data-ctx'); });
+    var block = document.querySelector('div.ctx[data-ctx=' + target + ']');
+    var coords = Array.prototype.filter.call(block.querySelectorAll('.plot'), function (gd) {
+      return window.sweeperFigs[gd.id].kind === 'parcoords'; })[0];
+    out.before = parseInt(coords.getAttribute('data-highlighted'), 10);
+    var dims = coords.data[0].dimensions, k = dims.length - 4;  // the throughput axis
+    var vals = dims[k].values.slice().sort(function (a, b) { return a - b; });
+    var range = [vals[Math.floor(vals.length / 2)], vals[vals.length - 1]];
+    var update = {}; update['dimensions[' + k + '].constraintrange'] = [range];
+    Plotly.restyle(coords, update).then(function () {
+      out.after = parseInt(coords.getAttribute('data-highlighted'), 10);
+      out.note = document.querySelector('.lazy[data-for=' + coords.id + ']').textContent;
+      var scatterSel = block.querySelector('select[data-axis=x]');
+      var fig = window.sweeperFigs[scatterSel.getAttribute('data-fig')];
+      out.frontDefault = fig.front.x.length;
+      scatterSel.value = 'compile'; scatterSel.dispatchEvent(new Event('change'));
+      var ySel = block.querySelector('select[data-axis=y]');
+      ySel.value = 'speedup'; ySel.dispatchEvent(new Event('change'));
+      setTimeout(function () {
+        var gd = document.getElementById(fig.id);
+        out.xTitle = gd.layout.xaxis.title.text; out.yTitle = gd.layout.yaxis.title.text;
+        out.frontSwitched = fig.front.x.length;
+        out.frontSorted = fig.front.x.every(function (v, i, a) { return i === 0 || a[i - 1] <= v; });
+        out.errorBars = gd.querySelectorAll('.errorbar').length;
+        out.errors = window.sweeperErrors.slice();
+        var pre = document.createElement('pre'); pre.id = 'controls-probe'; pre.textContent = JSON.stringify(out);
+        document.body.appendChild(pre);
+      }, 1500);
+    });
+  }, 1500);
+}, 500); });
+</script>
+"""
+
+
+@pytest.mark.slow
+def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path: Path) -> None:
+    path, df = built
+    probe = tmp_path / "controls.html"
+    probe.write_text(path.read_text().replace("</body></html>", CONTROLS_PROBE + "</body></html>"))
+    out = run_chromium(tmp_path, "--dump-dom", probe.as_uri())
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = re.search(r'<pre id="controls-probe">(.*?)</pre>', out.stdout, re.S)
+    assert found, out.stderr[-3000:]
+    got = json.loads(html.unescape(found.group(1)))
+    assert got["errors"] == [] and "Uncaught" not in out.stderr
+    d = rows.prepare(df)
+    plotted = d[d["status"].eq("ok") & d["peak_mem_gib"].gt(0) & d["throughput_items_s"].gt(0)]
+    per_context = plotted.groupby(ranking.CONTEXT, dropna=False, sort=True).size()
+    assert got["allPoints"] == len(plotted)
+    assert got["visibleBlocks"] == [got["chosen"]]
+    assert got["chosenPoints"] in set(per_context) and got["chosenPoints"] < got["allPoints"]
+    assert got["contexts"] == d.groupby(ranking.CONTEXT, dropna=False).ngroups
+    assert 0 < got["after"] < got["before"]  # brushing an axis narrows the highlighted lines
+    assert f"{got['after']} of {got['before']} settings highlighted" in got["note"]
+    assert got["frontDefault"] >= 1 and got["frontSwitched"] >= 1 and got["frontSorted"]
+    assert got["xTitle"].startswith("Compile time") and got["yTitle"].startswith("Speedup")
+    assert got["errorBars"] > 0

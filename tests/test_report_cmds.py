@@ -12,7 +12,7 @@ import pytest
 
 from sweeper.cli import results_cmds as report_cmds
 from sweeper.results import synthetic
-from sweeper.results.store import write_rows
+from sweeper.results.store import read_results, write_rows
 
 
 def run(argv: list[str]) -> int:
@@ -69,9 +69,39 @@ def test_recommend_text_and_json(results: Path, capsys) -> None:
     assert run(base + ["--iterations", "0"]) == 2
 
 
-def test_ambiguous_question_is_a_usage_error(results: Path, capsys) -> None:
-    assert run(["recommend", str(results / "a"), "--model", "resnet50"]) == 2
-    assert "--phase (infer | train)" in capsys.readouterr().err
+def test_without_filters_every_context_is_answered(results: Path, capsys) -> None:
+    assert run(["recommend", str(results / "a"), "--model", "resnet50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    contexts = [line for line in lines[1:] if line.startswith("resnet50 ")]
+    assert lines[0].split()[:3] == ["model", "context", "recommendation"]
+    measured = read_results([results / "a"]).groupby(["phase", "precision"]).ngroups
+    assert measured >= 3 and len(contexts) == measured
+    assert len({tuple(c.split()[1:4:2]) for c in contexts}) == measured  # phase, precision
+    assert run(["recommend", str(results / "a"), "--json"]) == 0
+    answers = json.loads(capsys.readouterr().out)
+    assert isinstance(answers, list) and len(answers) == measured
+    for a in answers:
+        best = a["best"]
+        assert best["dynamic"] in (None, True, False)  # a JSON boolean or null, never "False"
+        assert isinstance(best["throughput_items_s"], float) and isinstance(best["batch_size"], int)
+        assert isinstance(best["speedup_established"], bool)
+        assert a["constraints"]["iterations"] is None
+
+
+def test_choices_are_listed_and_global_flags_follow_the_subcommand(results: Path, capsys) -> None:
+    from sweeper.cli.app import build_parser, main
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["recommend", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--phase {infer,train}" in help_text and "--precision {fp32,bf16}" in help_text
+    args = build_parser().parse_args(["recommend", str(results / "a"), "-v"])
+    assert args.verbose is True
+    assert build_parser().parse_args(["-v", "models"]).verbose is True
+    assert build_parser().parse_args(["models"]).verbose is False
+    assert main(["recommend", str(results / "a"), "--model", "resnet50", "--phase", "infer",
+                 "--precision", "fp32", "-v"]) == 0
+    assert "Recommendation: " in capsys.readouterr().out
 
 
 def test_report_modules_import_neither_torch_nor_ray() -> None:

@@ -365,6 +365,7 @@ def stream_rows() -> list[dict]:
             out.append({**base, "mode": "default", "dynamic": dyn, "bucketing": policy, "pad_waste": w,
                         "stream_s": s + w, "eager_stream_s": 2.0 + w, "real_tokens_per_s": 9e4 - graphs,
                         "throughput_items_s": 900.0, "graphs": graphs, "recompiles": graphs - 1,
+                        "stream_compile_s": s + w - 0.6,
                         "compile_s_per_shape": 1.0, "stream_break_even_batches": 12.0,
                         "fell_back_to_eager": dyn is False and policy == "none"})
     out.append({**base, "mode": "default", "dynamic": True, "bucketing": "pow2", "mark_dynamic": False,
@@ -375,25 +376,27 @@ def stream_rows() -> list[dict]:
 
 
 def test_report_stream_block_recommends_and_flags_fallback() -> None:
-    df = pd.DataFrame(stream_rows())
-    from sweeper.report import streams as report_streams
     from sweeper.analysis import frames as rows
+    from sweeper.analysis.recommend import Limits, recommend_context
 
-    best = report_streams.recommended(rows.prepare(df))
-    assert (best["mode"], best["bucketing"]) == ("eager", "none")  # short stream: compiles never pay back
+    df = pd.DataFrame(stream_rows())
+    one_pass = recommend_context(rows.prepare(df), Limits(iterations=64)).best
+    assert (one_pass.mode, one_pass.setting) == ("eager", "eager, batch 8")  # one pass: compiles never pay back
     html = report.build_html(df)
-    assert "Input stream lognormal180" in html and "Recommended for a stream of 64 batches of this length distribution" in html
+    assert "Input stream lognormal180" in html and "<b>One stream of 64 batches</b>, every compile paid" in html
+    assert "eager, batch 8" in html.split("One stream of 64 batches")[1].split("</p>")[0]
     assert "FELL BACK TO EAGER: 1 setting</b>" in html
     assert "pow2 \\u00b7 pad 58%" in html  # a bar label, in the figure JSON
 
 
 def test_stream_settings_that_fell_back_are_never_recommended() -> None:
-    from sweeper.report import streams as report_streams
     from sweeper.analysis import frames as rows
+    from sweeper.analysis.recommend import recommend_context
 
-    data = [{**r, "stream_s": 0.5} if r.get("fell_back_to_eager") else r for r in stream_rows()]
-    best = report_streams.recommended(rows.prepare(pd.DataFrame(data)))
-    assert best["fell_back_to_eager"] is not True and best["status"] == "ok" and best["stream_s"] > 0.5
+    data = [{**r, "throughput_items_s": 5000.0} if r.get("fell_back_to_eager") else r for r in stream_rows()]
+    rec = recommend_context(rows.prepare(pd.DataFrame(data)))
+    assert rec.best.throughput_items_s == 900.0  # the faster row fell back to eager
+    assert any(e.kind == "recompile limit" for e in rec.excluded)
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import frames as rows
+from sweeper.analysis import ranking
 
 METRICS: list[tuple[str, str, str]] = [
     # column, better direction, name in messages
@@ -28,8 +29,8 @@ _KEY_COLS = ["dynamic_label" if k == "dynamic" else k for k in rows.CONFIG_KEYS]
 def compare(
     base_df: pd.DataFrame,
     new_df: pd.DataFrame,
-    threshold_pct: float = 5.0,
-    compile_floor_s: float = 0.5,
+    threshold_pct: float = ranking.CHANGE_PCT,
+    compile_floor_s: float = ranking.COMPILE_FLOOR_S,
 ) -> pd.DataFrame:
     """One row per setting seen in either input, worst verdicts first.
 

@@ -1,22 +1,17 @@
-"""Recommend one torch.compile setting for a model under memory, compile-time and run-length limits.
+"""Recommend one torch.compile setting per context under memory, compile-time and run-length limits.
 
-What is compared, and why it is fair:
+The ranking rule, the memory definition and the noise rules live in `ranking`; this module
+chooses the rows that may compete and builds the answer. What is compared, and why:
 
-* Only rows of one context compete: one model, phase, precision, device and sequence length.
-  Throughput across them measures different work, so an ambiguous question is refused
-  with the choices listed (``RecommendError``).
-* Settings are ranked by the time a fixed amount of work takes. Without ``iterations`` the
-  run is taken as long, so compile time is paid back and the rank is seconds per item
-  (1 / throughput). With ``iterations`` the work is ``iterations x batch`` items, where
-  batch is ``batch_size`` if given, else the largest batch measured; each candidate needs
-  ``compile_s + items / throughput_items_s`` seconds for it. That is the cost
-  ``compile_s + iterations x (batch_size / throughput)`` at equal batch size, and stays
-  fair across batch sizes: a bigger batch does not get credit for doing more work.
-  Pass ``batch_size`` when your batch is fixed (a training hyperparameter, a latency bound).
-* The memory limit applies to the whole run: the larger of the steady peak and the peak
-  while compiling / autotuning, since either can run out of memory.
-* For an input stream, the compile cost is every compile of the stream (`stream_compile_s`),
-  not the first shape's alone, and the advice names the bucketing to pad with.
+* Only rows of one context compete (`ranking.CONTEXT`). `recommend` answers one context and
+  refuses an ambiguous question with the choices listed (`RecommendError`);
+  `recommend_all` answers every context the filters leave.
+* Without ``iterations`` the run is taken as long and the rank is seconds per item. With
+  ``iterations`` the work is ``iterations x batch`` items, where batch is ``batch_size`` if
+  given, else the largest batch measured; each candidate needs ``compile_s + items /
+  throughput_items_s`` seconds for it, so a bigger batch gets no credit for doing more work.
+* The memory limit applies to the whole-run peak (compile and autotuning included).
+* For an input stream the compile cost is every compile of the stream (`stream_compile_s`).
 * Accuracy must have been checked and passed; eager rows are the reference, so accurate.
   A trial that hit the recompile limit ran eager code and is not a compile setting to use.
 * Where no eager row exists for a batch size, the eager baseline measured inside the
@@ -32,35 +27,16 @@ from typing import Any
 import pandas as pd
 
 from sweeper.analysis import frames as rows
+from sweeper.analysis import ranking
 from sweeper.analysis.frames import fmt_num
+from sweeper.analysis.ranking import Candidate
 
-_CONTEXT_DIMS = [("phase", "--phase"), ("precision", "--precision"), ("device_name", "--device"),
-                 ("seq_len", "--seq-len"), ("workload", "--workload")]
+_FLAGS = {"phase": "--phase", "precision": "--precision", "device_name": "--device",
+          "seq_len": "--seq-len", "workload": "--workload"}
 
 
 class RecommendError(ValueError):
     """A question the results cannot answer: unknown model, or a context left ambiguous."""
-
-
-@dataclass(frozen=True)
-class Candidate:
-    setting: str
-    compile_call: str
-    mode: str
-    dynamic: str
-    backend: str | None
-    batch_size: int | None
-    throughput_items_s: float
-    peak_mem_gib: float | None
-    compile_s: float
-    speedup_vs_eager: float | None
-    seconds_per_item: float
-    workload_s: float | None
-    trial_id: str | None
-    stream: bool = False
-    """An input-stream trial: compile_s is every compile of the stream."""
-    spread_pct: float | None = None
-    """(max - min) / median of the timed windows: how far apart repeated timings fell."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +45,16 @@ class Exclusion:
     trial_id: str | None
     kind: str
     reason: str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the user asked: limits and the work the compile must pay back in."""
+
+    max_memory_gib: float | None = None
+    max_compile_s: float | None = None
+    iterations: int | None = None
+    batch_size: int | None = None
 
 
 @dataclass
@@ -81,6 +67,11 @@ class Recommendation:
     runner_up: Candidate | None
     runner_up_reason: str | None
     eager: Candidate | None
+    verdict: str = ""
+    best_compiled: Candidate | None = None
+    """The fastest compiled setting that qualifies (the choice itself when it compiles)."""
+    ties: list[Candidate] = field(default_factory=list)
+    """Other settings whose time is inside the noise of the choice's: a re-measure could swap them."""
     excluded: list[Exclusion] = field(default_factory=list)
 
     @property
@@ -90,68 +81,72 @@ class Recommendation:
         return self.best.compile_call
 
     def to_dict(self) -> dict[str, Any]:
-        """Machine-readable form (``--json``): non-finite numbers become null."""
+        """Machine-readable form (``--json``): typed values, non-finite numbers as null."""
         return _json_safe({"advice": self.advice, **asdict(self)})
 
 
-def recommend(
-    df: pd.DataFrame,
-    model: str,
-    phase: str | None = None,
-    precision: str | None = None,
-    max_memory_gib: float | None = None,
-    max_compile_s: float | None = None,
-    iterations: int | None = None,
-    batch_size: int | None = None,
-    device_name: str | None = None,
-    seq_len: int | None = None,
-    workload: str | None = None,
-) -> Recommendation:
-    """The best setting for `model` under the limits, the runner-up, and why others were left out."""
-    data = _select(rows.prepare(df), model, phase=phase, precision=precision,
-                   device_name=device_name, seq_len=seq_len, workload=workload, batch_size=batch_size)
-    context = {"model": model, **{d: _single(data[d]) for d, _ in _CONTEXT_DIMS}}
-    baseline = _baseline_rows(data)
-    if not baseline.empty:
-        data = pd.concat([data, baseline], ignore_index=True)
-    ok, excluded = _split(data, max_memory_gib, max_compile_s)
-    ref_batch = batch_size or max((int(r["batch_size"]) for r in ok if pd.notna(r["batch_size"])), default=None)
-    items = float(iterations * ref_batch) if iterations and ref_batch else None
-    ranked = sorted((_candidate(r, items) for r in ok), key=_rank_key)
-    best = ranked[0] if ranked else None
-    runner_up = _runner_up(ranked)
-    return Recommendation(
-        context=context,
-        constraints={"max_memory_gib": max_memory_gib, "max_compile_s": max_compile_s,
-                     "iterations": iterations, "batch_size": batch_size},
-        workload_items=items,
-        workload_note=_workload_note(iterations, batch_size, ref_batch),
-        best=best,
-        runner_up=runner_up,
-        runner_up_reason=_why_lost(runner_up, best, items) if best and runner_up else None,
-        eager=_eager_at(ranked, best),
-        excluded=excluded,
-    )
+def recommend(df: pd.DataFrame, model: str, phase: str | None = None, precision: str | None = None,
+              max_memory_gib: float | None = None, max_compile_s: float | None = None,
+              iterations: int | None = None, batch_size: int | None = None, device_name: str | None = None,
+              seq_len: int | None = None, workload: str | None = None) -> Recommendation:
+    """The best setting of `model` in the one context the filters leave; RecommendError when several."""
+    filters = {"phase": phase, "precision": precision, "device_name": device_name, "seq_len": seq_len,
+               "workload": workload}
+    data = select(rows.prepare(df), model, batch_size=batch_size, **filters)
+    ambiguous = [f"{_FLAGS[d]} ({' | '.join(_choices(data[d]))})" for d in _FLAGS
+                 if filters[d] is None and len(_choices(data[d])) > 1]
+    if ambiguous:
+        raise RecommendError(f"{model} was measured in several contexts that do not compare; "
+                             f"choose with {', '.join(ambiguous)}")
+    return recommend_context(data, Limits(max_memory_gib, max_compile_s, iterations, batch_size))
 
 
-def _select(data: pd.DataFrame, model: str, **wanted: Any) -> pd.DataFrame:
-    models = sorted(str(m) for m in data["model"].dropna().unique())
-    if model not in models:
-        raise RecommendError(f"unknown model {model!r}; models in these results: {', '.join(models) or 'none'}")
-    data = data[data["model"].eq(model)]
+def recommend_all(df: pd.DataFrame, model: str | None = None, limits: Limits = Limits(),
+                  **filters: Any) -> list[Recommendation]:
+    """One recommendation per context of `model` (every model when None) that the filters leave."""
+    data = select(rows.prepare(df), model, batch_size=limits.batch_size, **filters)
+    groups = data.groupby(ranking.CONTEXT, dropna=False, sort=True)
+    return [recommend_context(ctx.reset_index(drop=True), limits) for _, ctx in groups]
+
+
+def select(data: pd.DataFrame, model: str | None, **wanted: Any) -> pd.DataFrame:
+    """The prepared rows of `model` matching the filters given (None: any); errors list the choices."""
+    if model is not None:
+        models = _choices(data["model"])
+        if model not in models:
+            raise RecommendError(f"unknown model {model!r}; models in these results: {', '.join(models) or 'none'}")
+        data = data[data["model"].eq(model)]
     for dim, value in wanted.items():
         if value is None:
             continue
         choices = _choices(data[dim])
         data = data[data[dim].eq(value)]
         if data.empty:
-            raise RecommendError(f"{model}: no trials with {dim}={value}; measured: {', '.join(choices) or 'none'}")
-    ambiguous = [f"{flag} ({' | '.join(_choices(data[d]))})" for d, flag in _CONTEXT_DIMS
-                 if wanted.get(d) is None and len(_choices(data[d])) > 1]
-    if ambiguous:
-        raise RecommendError(f"{model} was measured in several contexts that do not compare; "
-                             f"choose with {', '.join(ambiguous)}")
+            raise RecommendError(f"{model or 'these results'}: no trials with {dim}={value}; "
+                                 f"measured: {', '.join(choices) or 'none'}")
     return data.reset_index(drop=True)
+
+
+def recommend_context(data: pd.DataFrame, limits: Limits = Limits()) -> Recommendation:
+    """The ranked answer for the prepared rows of one context."""
+    context = {d: _single(data[d]) for d in ranking.CONTEXT}
+    records = data.to_dict("records") + _baseline_rows(data)
+    ok, excluded = _split(records, limits)
+    sizes = [int(r["batch_size"]) for r in ok if pd.notna(r["batch_size"])]
+    ref_batch = limits.batch_size or max(sizes, default=None)
+    items = float(limits.iterations * ref_batch) if limits.iterations and ref_batch else None
+    ranked = sorted((_candidate(r, items) for r in ok), key=ranking.candidate_key)
+    best = ranked[0] if ranked else None
+    best_compiled = next((c for c in ranked if not c.is_eager), None)
+    runner_up = _runner_up(ranked)
+    return Recommendation(
+        context=context, constraints=asdict(limits), workload_items=items,
+        workload_note=_workload_note(limits.iterations, limits.batch_size, ref_batch),
+        best=best, runner_up=runner_up,
+        runner_up_reason=ranking.why_lost(runner_up, best, items) if best and runner_up else None,
+        eager=_eager_at(ranked, best), verdict=ranking.verdict(best, best_compiled)[0],
+        best_compiled=best_compiled, excluded=excluded,
+        ties=[c for c in ranked[1:] if best and ranking.tied(c.time_s, best.time_s, max(c.noise_pct, best.noise_pct))])
 
 
 def _choices(col: pd.Series) -> list[str]:
@@ -164,54 +159,53 @@ def _single(col: pd.Series) -> Any:
     if len(values) != 1:
         return None
     v = values[0]
-    return int(v) if isinstance(v, float) and v.is_integer() else v
+    return int(v) if isinstance(v, float) and v.is_integer() else v.item() if hasattr(v, "item") else v
 
 
-def _baseline_rows(data: pd.DataFrame) -> pd.DataFrame:
+def _baseline_rows(data: pd.DataFrame) -> list[dict[str, Any]]:
     """Eager stand-ins from compiled trials' own baselines, for batch sizes with no eager row."""
     has_eager = set(data.loc[data["is_eager"] & data["status"].eq("ok"), "batch_size"].dropna())
     src = data[~data["is_eager"] & data["eager_throughput_items_s"].gt(0)
                & ~data["batch_size"].isin(has_eager)]
     if src.empty:
-        return data.iloc[0:0]
+        return []
     agg = src.groupby("batch_size").agg(
         throughput_items_s=("eager_throughput_items_s", "median"),
         peak_mem_gib=("eager_peak_mem_gib", "median")).reset_index()
-    agg = agg.assign(mode=rows.EAGER, is_eager=True, status="ok", compile_s=0.0,
+    agg = agg.assign(mode=rows.EAGER, is_eager=True, status="ok", compile_s=0.0, dynamic=None,
                      dynamic_label="None", speedup_vs_eager=1.0, backend=None,
                      trial_id=None, accuracy_ok=pd.NA, recompile_limit_hit=None)
-    return agg
+    return agg.to_dict("records")
 
 
-def _split(data: pd.DataFrame, max_mem: float | None, max_compile: float | None,
-           ) -> tuple[list[pd.Series], list[Exclusion]]:
+def _split(records: list[dict[str, Any]], limits: Limits) -> tuple[list[dict[str, Any]], list[Exclusion]]:
     """Rows that may be recommended, and the others with the reason they may not."""
     ok, excluded = [], []
-    for _, row in data.iterrows():
-        why = _exclusion(row, max_mem, max_compile)
+    for row in records:
+        why = _exclusion(row, limits.max_memory_gib, limits.max_compile_s)
         if why:
-            excluded.append(Exclusion(rows.setting_label(row), _opt_str(row["trial_id"]), *why))
+            excluded.append(Exclusion(rows.setting_label(row), _opt_str(row.get("trial_id")), *why))
         else:
             ok.append(row)
     return ok, excluded
 
 
-def _exclusion(row: pd.Series, max_mem: float | None, max_compile: float | None) -> tuple[str, str] | None:
+def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | None) -> tuple[str, str] | None:
     """(kind, reason) when the row cannot be recommended, else None."""
     if row["status"] != "ok":
         err = str(row.get("error") or "").strip().splitlines()
         return "failed", f"status {row['status']}" + (f": {err[0][:160]}" if err else "")
     if not row["is_eager"]:
-        if row["accuracy_ok"] is pd.NA:
+        if row["accuracy_ok"] is pd.NA or row["accuracy_ok"] is None:
             return "accuracy unchecked", "accuracy not checked"
         if not bool(row["accuracy_ok"]):
             return "inaccurate", (f"inaccurate: rel_err {fmt_num(row.get('rel_err'))} > "
                                   f"tolerance {fmt_num(row.get('accuracy_tol'))}")
-    if _is_true(row.get("recompile_limit_hit")):
+    if _is_true(row.get("recompile_limit_hit")) or _is_true(row.get("fell_back_to_eager")):
         return "recompile limit", "hit the recompile limit and fell back to eager"
     if not row["throughput_items_s"] > 0:
         return "unmeasured", "no throughput measured"
-    mem = _run_peak(row)
+    mem = ranking.run_peak_gib(row)
     if max_mem is not None and (mem is None or mem > max_mem):
         return "over memory limit", (f"peak memory {fmt_num(mem)} GiB > limit {fmt_num(max_mem)} GiB"
                                      if mem is not None else "peak memory not measured")
@@ -222,39 +216,23 @@ def _exclusion(row: pd.Series, max_mem: float | None, max_compile: float | None)
     return None
 
 
-def _run_peak(row: pd.Series) -> float | None:
-    values = [row.get("peak_mem_gib"), row.get("peak_mem_compile_gib")]
-    values = [float(v) for v in values if v is not None and pd.notna(v)]
-    return max(values) if values else None
-
-
-def _candidate(row: pd.Series, items: float | None) -> Candidate:
+def _candidate(row: dict[str, Any], items: float | None) -> Candidate:
     tp = float(row["throughput_items_s"])
     compile_s = rows.compile_cost_s(row)
-    speedup = row.get("speedup_vs_eager")
-    spread = row.get("throughput_spread_pct")
+    standing = ranking.standing(row)
     return Candidate(
-        setting=rows.setting_label(row),
-        compile_call=rows.advice(row),
-        mode=str(row["mode"]),
-        dynamic=str(row["dynamic_label"]),
+        setting=rows.setting_label(row), compile_call=rows.advice(row), mode=str(row["mode"]),
+        dynamic={"True": True, "False": False}.get(str(row.get("dynamic_label"))),
         backend=_opt_str(row.get("backend")),
         batch_size=int(row["batch_size"]) if pd.notna(row["batch_size"]) else None,
-        throughput_items_s=tp,
-        peak_mem_gib=_run_peak(row),
-        compile_s=compile_s,
-        speedup_vs_eager=float(speedup) if speedup is not None and pd.notna(speedup) else None,
-        seconds_per_item=1.0 / tp,
-        workload_s=compile_s + items / tp if items else None,
-        trial_id=_opt_str(row.get("trial_id")),
-        stream=rows.is_stream(row),
-        spread_pct=float(spread) if spread is not None and pd.notna(spread) else None,
-    )
-
-
-def _rank_key(c: Candidate) -> tuple[float, float, float]:
-    time = c.workload_s if c.workload_s is not None else c.seconds_per_item
-    return (time, c.peak_mem_gib if c.peak_mem_gib is not None else math.inf, c.compile_s)
+        throughput_items_s=tp, peak_mem_gib=ranking.run_peak_gib(row),
+        steady_peak_mem_gib=_opt_float(row.get("peak_mem_gib")), compile_s=compile_s,
+        speedup_vs_eager=standing.speedup,
+        speedup_ci_low=_opt_float(row.get("speedup_ci_low")), speedup_ci_high=_opt_float(row.get("speedup_ci_high")),
+        speedup_established=standing.established, speedup_note=standing.note(),
+        seconds_per_item=1.0 / tp, workload_s=ranking.work_s(tp, compile_s, items) if items else None,
+        trial_id=_opt_str(row.get("trial_id")), stream=rows.is_stream(row),
+        spread_pct=_opt_float(row.get("throughput_spread_pct")), noise_pct=standing.noise_pct)
 
 
 def _runner_up(ranked: list[Candidate]) -> Candidate | None:
@@ -265,36 +243,8 @@ def _runner_up(ranked: list[Candidate]) -> Candidate | None:
     return other[0] if other else ranked[1]
 
 
-def _why_lost(loser: Candidate, best: Candidate, items: float | None) -> str:
-    if items is not None and loser.workload_s is not None and best.workload_s is not None:
-        extra = loser.workload_s - best.workload_s
-        if loser.throughput_items_s > best.throughput_items_s:
-            return (f"faster per item ({fmt_num(loser.throughput_items_s)} vs {fmt_num(best.throughput_items_s)} "
-                    f"items/s) but its {fmt_num(loser.compile_s)} s compile is not paid back in "
-                    f"{fmt_num(items)} items: {fmt_num(extra)} s slower in total")
-        return (f"{fmt_num(extra)} s slower for the workload ({fmt_num(loser.workload_s)} s vs "
-                f"{fmt_num(best.workload_s)} s; {fmt_num(loser.throughput_items_s)} vs "
-                f"{fmt_num(best.throughput_items_s)} items/s, compile {fmt_num(loser.compile_s)} s vs "
-                f"{fmt_num(best.compile_s)} s)")
-    gap = 100.0 * (1.0 - loser.throughput_items_s / best.throughput_items_s)
-    if gap > 0:
-        return (f"{fmt_num(gap)}% lower throughput ({fmt_num(loser.throughput_items_s)} vs "
-                f"{fmt_num(best.throughput_items_s)} items/s)" + _within_noise(gap, loser, best))
-    return (f"same throughput, but more memory ({fmt_num(loser.peak_mem_gib)} vs {fmt_num(best.peak_mem_gib)} GiB) "
-            f"or longer compile ({fmt_num(loser.compile_s)} vs {fmt_num(best.compile_s)} s)")
-
-
-def _within_noise(gap_pct: float, *cands: Candidate) -> str:
-    """A warning when a throughput gap is smaller than the spread of the trials' own windows."""
-    spread = max((c.spread_pct for c in cands if c.spread_pct is not None), default=None)
-    if spread is None or gap_pct >= spread:
-        return ""
-    return (f"; a gap smaller than the {fmt_num(spread)}% spread of these trials' timed windows, "
-            "so a tie within measurement noise: re-measure before relying on it")
-
-
 def _eager_at(ranked: list[Candidate], best: Candidate | None) -> Candidate | None:
-    eager = [c for c in ranked if c.mode == rows.EAGER]
+    eager = [c for c in ranked if c.is_eager]
     same_batch = [c for c in eager if best is not None and c.batch_size == best.batch_size]
     return (same_batch or eager or [None])[0]
 
@@ -309,13 +259,20 @@ def _workload_note(iterations: int | None, batch_size: int | None, ref_batch: in
             "each setting: compile_s + items / throughput")
 
 
+def _missing(value: Any) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def _is_true(value: Any) -> bool:
-    return value is not None and value is not pd.NA and not (isinstance(value, float) and math.isnan(value)) \
-        and bool(value)
+    return not _missing(value) and bool(value)
 
 
 def _opt_str(value: Any) -> str | None:
-    return None if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)) else str(value)
+    return None if _missing(value) else str(value)
+
+
+def _opt_float(value: Any) -> float | None:
+    return None if _missing(value) else float(value)
 
 
 def _json_safe(obj: Any) -> Any:

@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -70,6 +71,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     trials, dropped = _expand(spec, args.spec)
     results_dir = Path(args.results or spec.results_dir or f"results/{spec.name}")
     state = SweepState.open(spec, results_dir, resume=args.resume or args.retry_failed)
+    _check_writable(results_dir)
     todo = state.pending(trials, retry_failed=args.retry_failed)
     for d in dropped:
         log.info("dropped %s: %s", d.config, d.reason)
@@ -94,6 +96,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0 if len(state.pending(trials)) == 0 else 1
 
 
+def _check_writable(results_dir: Path) -> None:
+    """Refuse, before Ray starts, a results directory that cannot be created or written."""
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results_dir, prefix=".write-check-"):
+            pass
+    except OSError as e:
+        raise SweepError(f"{results_dir}: cannot write results there ({e.strerror or e}); "
+                         "choose another --results directory") from None
+
+
 def _frame(state: SweepState):
     from sweeper.results.store import read_results
 
@@ -101,12 +114,14 @@ def _frame(state: SweepState):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?")
+    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?",
+                                 parents=[_global_flags(argparse.SUPPRESS)])
     ap.add_argument("--version", action="version", version=f"sweeper {__version__}")
-    ap.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    ap.set_defaults(verbose=False)
+    common = [_global_flags(argparse.SUPPRESS)]  # also after the subcommand: `sweeper validate SPEC -v`
     sub = ap.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)")
+    run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)", parents=common)
     run.add_argument("spec", help="sweep spec (YAML)")
     run.add_argument("--results", help="results directory (default: the spec's results_dir or results/NAME)")
     run.add_argument("--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:10001; "
@@ -116,17 +131,24 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
     run.set_defaults(func=_cmd_run)
 
-    val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing")
+    val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing", parents=common)
     val.add_argument("spec")
     val.set_defaults(func=_cmd_validate)
 
-    models = sub.add_parser("models", help="list the model zoo")
+    models = sub.add_parser("models", help="list the model zoo", parents=common)
     models.set_defaults(func=_cmd_models)
 
     from sweeper.cli import results_cmds as report_cmds
 
-    report_cmds.register(sub)
+    report_cmds.register(sub, common)
     return ap
+
+
+def _global_flags(default: object) -> argparse.ArgumentParser:
+    """Flags every command takes, before or after the subcommand name."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("-v", "--verbose", action="store_true", default=default, help="debug logging")
+    return flags
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,7 @@
 """The `sweeper report` and `sweeper recommend` subcommands: read Parquet results, write HTML or advice.
 
 Wired into the main CLI by `register(subparsers)`. A mistake in the input (missing path,
-a file that is not sweeper Parquet, an unknown model, an ambiguous question) prints one
+a file that is not sweeper Parquet, an unknown model, a filter nothing matches) prints one
 line `sweeper: error: ...` to stderr and returns exit code 2, without a traceback.
 """
 
@@ -12,21 +12,24 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import get_args
 
 from sweeper.analysis import recommend_text
-from sweeper.analysis.recommend import RecommendError, recommend
+from sweeper.analysis.recommend import Limits, RecommendError, recommend_all
 from sweeper.report.page import DEFAULT_TITLE, write_report
 from sweeper.results.schema import ResultsError
 from sweeper.results.store import read_results
+from sweeper.spec.schema import Phase, Precision
 
 log = logging.getLogger(__name__)
 
 USAGE_ERROR = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add `report` and `recommend` to the CLI's subparsers."""
-    rep = subparsers.add_parser("report", help="build the one-file HTML Pareto report from results",
+def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser] | None = None) -> None:
+    """Add `report` and `recommend` to the CLI's subparsers (`parents`: the flags every command takes)."""
+    parents = parents or []
+    rep = subparsers.add_parser("report", help="build the one-file HTML Pareto report from results", parents=parents,
                                 description="Build one self-contained HTML report (opens offline) "
                                 "from sweeper Parquet results: files or directories, several sweeps at once.")
     rep.add_argument("paths", nargs="+", metavar="PATH", help="results .parquet files or directories")
@@ -36,27 +39,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     rep.set_defaults(func=cmd_report)
 
     rec = subparsers.add_parser(
-        "recommend", help="the best torch.compile setting for one model, under limits",
+        "recommend", help="the best torch.compile setting per context, under limits", parents=parents,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Pick the fastest accurate setting of MODEL for the work you will run, under memory and\n"
+        description="Pick the fastest accurate setting for the work you will run, under memory and\n"
         "compile-time limits, and say why the runner-up lost. Settings are ranked by the time a fixed\n"
         "amount of work takes: without --iterations a long run (1 / throughput per item); with it,\n"
         "compile_s + items / throughput, where items = iterations x batch (--batch-size, else the\n"
         "largest batch measured), so a bigger batch gets no credit for doing more work per step.\n"
-        "Exit code 1 when no setting meets the limits.")
+        "Memory is the whole-run peak, compile and autotuning included. One context (model, phase,\n"
+        "precision, device, workload, sequence length) is answered in full; several, one line each\n"
+        "(--json: a list). Exit code 1 when some context has no setting within the limits.")
     rec.add_argument("paths", nargs="+", metavar="PATH", help="results .parquet files or directories")
-    rec.add_argument("--model", required=True, help="model name as in the results")
-    rec.add_argument("--phase", help="infer or train (needed when the results hold both)")
-    rec.add_argument("--precision", help="fp32 or bf16 (needed when the results hold both)")
-    rec.add_argument("--device", dest="device_name", metavar="NAME", help="device name (needed when the results hold several)")
-    rec.add_argument("--seq-len", type=int, help="sequence length (needed when the results hold several)")
-    rec.add_argument("--workload", help="input stream name (needed when the results hold several)")
+    rec.add_argument("--model", help="model name as in the results (default: every model)")
+    rec.add_argument("--phase", choices=get_args(Phase), help="only this phase (default: every phase measured)")
+    rec.add_argument("--precision", choices=get_args(Precision),
+                     help="only this precision (default: every precision measured)")
+    rec.add_argument("--device", dest="device_name", metavar="NAME", help="only this device name")
+    rec.add_argument("--seq-len", type=int, help="only this sequence length")
+    rec.add_argument("--workload", help="only this input stream")
     rec.add_argument("--batch-size", type=int, help="compare at this batch size only (your batch is fixed)")
-    rec.add_argument("--max-memory-gib", type=float, help="peak memory limit, compile transients included")
-    rec.add_argument("--max-compile-s", type=float, help="cold compile time limit in seconds")
+    rec.add_argument("--max-memory-gib", type=float, help="whole-run peak memory limit, compile transients included")
+    rec.add_argument("--max-compile-s", type=float, help="compile time limit in seconds (a stream: every compile)")
     rec.add_argument("--iterations", type=int, help="iterations you will run: compile time must pay back "
                      "within them (default: a long run)")
-    rec.add_argument("--json", action="store_true", help="print the recommendation as JSON")
+    rec.add_argument("--json", action="store_true", help="print JSON: one object for one context, else a list")
     rec.set_defaults(func=cmd_recommend)
 
 
@@ -76,16 +82,21 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value <= 0:
             return _fail(f"--{flag.replace('_', '-')} must be positive, not {value}")
+    limits = Limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size)
     try:
         df = read_results(args.paths)
-        rec = recommend(df, args.model, phase=args.phase, precision=args.precision,
-                        max_memory_gib=args.max_memory_gib, max_compile_s=args.max_compile_s,
-                        iterations=args.iterations, batch_size=args.batch_size,
-                        device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
+        recs = recommend_all(df, args.model, limits, phase=args.phase, precision=args.precision,
+                             device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
     except (ResultsError, RecommendError) as e:
         return _fail(e)
-    print(json.dumps(rec.to_dict(), indent=2) if args.json else recommend_text.render(rec))
-    return 0 if rec.best is not None else 1
+    if not recs:
+        return _fail("no trials in these results")
+    if args.json:
+        answer = recs[0].to_dict() if len(recs) == 1 else [r.to_dict() for r in recs]
+        print(json.dumps(answer, indent=2, allow_nan=False))
+    else:
+        print(recommend_text.render(recs[0]) if len(recs) == 1 else recommend_text.render_table(recs))
+    return 0 if all(r.best is not None for r in recs) else 1
 
 
 def _fail(error: object) -> int:

@@ -1,13 +1,17 @@
 """Static parts of the HTML report: stylesheet, error capture, plot rendering, self-check, table sort.
 
 The page is one file with no network access: plotly.js is inlined once by report.py and
-these scripts are plain JavaScript with no libraries. After every plot has rendered, the
+these scripts are plain JavaScript with no libraries: plot rendering and self-check, the
+context selector, the Pareto scatter's objective menus and its front line, the lazily drawn
+parallel coordinates with their count of highlighted lines, table sort. After every plot has rendered, the
 page writes a JSON summary (per plot: expected and rendered points; any script errors)
 into <pre id="sweeper-selfcheck"> so a headless browser run can check it.
 """
 
-CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+CSP = ("default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; "
        "img-src data: blob:; font-src data:")
+"""No fetch of any kind. 'unsafe-eval': plotly's WebGL views (parcoords) build their shaders' drawing
+code with `new Function`; every string from the data reaches the page escaped, never as code."""
 
 CSS = """
 :root { --ink:#1f2430; --muted:#5b6472; --line:#dde1e7; --bg:#ffffff; --soft:#f5f7fa;
@@ -59,6 +63,9 @@ details { margin:6px 0 12px; } summary { cursor:pointer; font-weight:600; }
 .rec { border-left:4px solid var(--win); background:#f0fdf4; padding:8px 12px; border-radius:4px; }
 h4 { font-size:15px; margin:18px 0 4px; }
 #sweeper-selfcheck { display:none; }
+.selector { position:sticky; top:0; z-index:10; background:#fff; padding:6px 0; border-bottom:1px solid var(--line); }
+.selector select, .axes select { font-size:13.5px; padding:2px 4px; max-width:560px; }
+.axes { display:flex; gap:18px; font-size:13.5px; margin:10px 0 0; }
 footer { color:var(--muted); font-size:12px; margin-top:40px; }
 """
 
@@ -82,10 +89,14 @@ document.addEventListener('securitypolicyviolation', function (e) {
 TAIL_JS = """
 (function () {
   var figs = JSON.parse(document.getElementById('sweeper-figs').textContent);
-  var config = {displaylogo: false, responsive: true, modeBarButtonsToRemove: ['select2d', 'lasso2d']};
-  var jobs = figs.map(function (f) {
-    try { return Plotly.newPlot(f.id, f.data, f.layout, config); }
-    catch (e) { window.sweeperErrors.push('plot ' + f.id + ': ' + e); return Promise.resolve(); }
+  var byId = {};
+  figs.forEach(function (f) { byId[f.id] = f; });
+  window.sweeperFigs = byId;
+  var config = {displaylogo: false, responsive: true};
+  var jobs = figs.filter(function (f) { return !f.lazy; }).map(function (f) {
+    try {
+      return Plotly.newPlot(f.id, f.data, f.layout, config).then(function () { if (f.explore) drawFront(f); });
+    } catch (e) { window.sweeperErrors.push('plot ' + f.id + ': ' + e); return Promise.resolve(); }
   });
   var loaded = new Promise(function (resolve) {
     window.addEventListener('load', function () { setTimeout(resolve, 0); });
@@ -94,9 +105,13 @@ TAIL_JS = """
     function () { window.sweeperSelfcheck = selfcheck; selfcheck(); },
     function (e) { window.sweeperErrors.push('plot: ' + e); window.sweeperSelfcheck = selfcheck; selfcheck(); });
 
-  function dataPoints(gd) {
+  function dataTraces(f, gd) {  // the traces that hold the plotted trials (not overlays or keys)
+    var n = f.explore ? f.explore.n_data : (gd._fullData || []).length;
+    return (gd._fullData || []).slice(0, n);
+  }
+  function dataPoints(f, gd) {
     var n = 0;
-    (gd._fullData || []).forEach(function (t) {
+    dataTraces(f, gd).forEach(function (t) {
       if (t.visible !== true) return;
       if (t.type === 'heatmap') {
         (t.z || []).forEach(function (row) { row.forEach(function (v) { if (v !== null && !isNaN(v)) n++; }); });
@@ -106,12 +121,19 @@ TAIL_JS = """
     });
     return n;
   }
+  function renderedPoints(f, gd) {
+    if (f.kind === 'heatmap') return gd.querySelectorAll('.hm image, .hm rect, .heatmaplayer image').length;
+    if (!f.explore) return gd.querySelectorAll('.point').length;
+    var groups = gd.querySelectorAll('.scatterlayer .trace');
+    var n = 0;
+    for (var i = 0; i < f.explore.n_data && i < groups.length; i++) n += groups[i].querySelectorAll('.point').length;
+    return n;
+  }
   function selfcheck() {
-    var plots = figs.map(function (f) {
+    var plots = figs.filter(function (f) { return !f.lazy; }).map(function (f) {
       var gd = document.getElementById(f.id);
-      var rendered = f.kind === 'heatmap' ? gd.querySelectorAll('.hm image, .hm rect, .heatmaplayer image').length
-                                          : gd.querySelectorAll('.point').length;
-      return {id: f.id, kind: f.kind, title: f.title, expected: f.expected, data: dataPoints(gd), rendered: rendered};
+      return {id: f.id, kind: f.kind, title: f.title, expected: f.expected, data: dataPoints(f, gd),
+              rendered: renderedPoints(f, gd)};
     });
     var ok = window.sweeperErrors.length === 0 && plots.every(function (p) {
       return p.data === p.expected && (p.kind === 'heatmap' ? p.rendered > 0 : p.rendered === p.expected);
@@ -119,6 +141,119 @@ TAIL_JS = """
     document.getElementById('sweeper-selfcheck').textContent =
       JSON.stringify({ok: ok, plots: plots, errors: window.sweeperErrors});
     document.body.setAttribute('data-selfcheck', ok ? 'ok' : 'failed');
+  }
+  window.sweeperVisiblePoints = function () {
+    var n = 0;
+    figs.forEach(function (f) {
+      var gd = document.getElementById(f.id);
+      if (f.kind === 'scatter' && gd.offsetParent !== null) n += renderedPoints(f, gd);
+    });
+    return n;
+  };
+
+  // Pareto scatter: choosable objectives, the front of the two shown drawn as a line
+  function axisOf(f, key) { return f.explore.axes.filter(function (a) { return a.key === key; })[0]; }
+  function setAxes(f) {
+    var gd = document.getElementById(f.id), e = f.explore, cols = e.columns;
+    var idx = cols.map(function (_, i) { return i; });
+    function errors(key) {
+      var on = key === 'throughput' || key === 'speedup';
+      return cols.map(function (c) {
+        return on ? {type: 'data', symmetric: false, array: c[key + '_plus'], arrayminus: c[key + '_minus'],
+                      visible: true, thickness: 1, width: 0, color: '#9ca3af'} : {visible: false};
+      });
+    }
+    var update = {x: cols.map(function (c) { return c[e.x]; }), y: cols.map(function (c) { return c[e.y]; }),
+                  error_x: errors(e.x), error_y: errors(e.y)};
+    return Plotly.restyle(gd, update, idx).then(function () {
+      var lay = {};
+      [['xaxis', e.x], ['yaxis', e.y]].forEach(function (p) {
+        var vals = [].concat.apply([], cols.map(function (c) { return c[p[1]]; }))
+          .filter(function (v) { return v !== null && v > 0; });
+        var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
+        lay[p[0] + '.title.text'] = axisOf(f, p[1]).title;
+        lay[p[0] + '.type'] = vals.length && hi / lo > 30 ? 'log' : 'linear';
+        lay[p[0] + '.autorange'] = true;
+      });
+      return Plotly.relayout(gd, lay);
+    }).then(function () { return drawFront(f); });
+  }
+  function drawFront(f) {
+    var gd = document.getElementById(f.id), e = f.explore;
+    var bx = axisOf(f, e.x).better, by = axisOf(f, e.y).better, pts = [];
+    for (var i = 0; i < e.n_data; i++) {
+      var xs = e.columns[i][e.x], ys = e.columns[i][e.y];
+      for (var j = 0; j < xs.length; j++) if (xs[j] !== null && ys[j] !== null) pts.push([xs[j], ys[j]]);
+    }
+    var line = {x: [], y: []};
+    if (bx && by) {
+      var sx = bx === 'max' ? -1 : 1, sy = by === 'max' ? -1 : 1, best = Infinity;
+      pts.sort(function (a, b) { return sx * (a[0] - b[0]) || sy * (a[1] - b[1]); });
+      pts.forEach(function (p) {
+        if (sy * p[1] < best) { best = sy * p[1]; line.x.push(p[0]); line.y.push(p[1]); }
+      });
+    }
+    f.front = line;
+    return Plotly.restyle(gd, {x: [line.x], y: [line.y]}, [e.n_data + 2]);
+  }
+  document.querySelectorAll('select[data-fig]').forEach(function (sel) {
+    sel.addEventListener('change', function () {
+      var f = byId[sel.getAttribute('data-fig')];
+      f.explore[sel.getAttribute('data-axis')] = sel.value;
+      setAxes(f).catch(function (err) { window.sweeperError('axes ' + f.id + ': ' + err); });
+    });
+  });
+
+  // Parallel coordinates: drawn for the chosen context only; brushing narrows the highlighted lines
+  function highlighted(gd) {
+    var dims = gd.data[0].dimensions, n = dims[0].values.length, count = 0;
+    for (var i = 0; i < n; i++) {
+      var inside = dims.every(function (d) {
+        var r = d.constraintrange;
+        if (!r || !r.length) return true;
+        var ranges = Array.isArray(r[0]) ? r : [r];
+        return ranges.some(function (q) { return d.values[i] >= q[0] && d.values[i] <= q[1]; });
+      });
+      if (inside) count++;
+    }
+    return count;
+  }
+  function showCoords(f) {
+    var gd = document.getElementById(f.id), note = document.querySelector('.lazy[data-for=' + f.id + ']');
+    return Plotly.newPlot(gd, f.data, f.layout, config).then(function () {
+      function tell() {
+        var n = highlighted(gd);
+        gd.setAttribute('data-highlighted', n);
+        note.textContent = n + ' of ' + f.expected + ' settings highlighted: drag along an axis to filter, ' +
+          'click outside a range to clear it.';
+      }
+      tell();
+      gd.on('plotly_restyle', tell);
+    });
+  }
+  var select = document.getElementById('ctx-select');
+  if (select) select.addEventListener('change', function () { chooseContext(select.value); });
+  window.sweeperChooseContext = chooseContext;
+  function chooseContext(id) {
+    var jobs = [];
+    document.querySelectorAll('div.ctx').forEach(function (div) {
+      var on = !id || div.getAttribute('data-ctx') === id;
+      div.style.display = on ? '' : 'none';
+      div.querySelectorAll('.plot').forEach(function (gd) {
+        var f = byId[gd.id];
+        if (f && f.lazy) {
+          if (on && id) jobs.push(showCoords(f));
+          else if (gd.data) Plotly.purge(gd);
+        } else if (on && gd.data) { jobs.push(Plotly.Plots.resize(gd)); }
+      });
+    });
+    document.querySelectorAll('section.model').forEach(function (sec) {
+      var any = Array.prototype.some.call(sec.querySelectorAll('div.ctx'), function (d) { return d.style.display !== 'none'; });
+      sec.style.display = any ? '' : 'none';
+    });
+    return Promise.all(jobs).then(function () {
+      document.getElementById('ctx-count').textContent = window.sweeperVisiblePoints() + ' points in the scatter plots shown';
+    }, function (err) { window.sweeperError('context ' + id + ': ' + err); });
   }
 })();
 

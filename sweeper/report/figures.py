@@ -60,75 +60,39 @@ def _clean(values: Any) -> list[Any]:
 
 
 def hover_text(df: pd.DataFrame) -> list[str]:
-    """Per-point hover lines: batch, measurements, compile health, trial (the setting is per trace)."""
+    """Per-point hover lines: batch, measurements with their noise, compile health, front, trial."""
     texts = []
     for r in df.itertuples(index=False):
-        acc = "reference" if r.is_eager else {True: "passed", False: "FAILED"}.get(
-            None if r.accuracy_ok is pd.NA else bool(r.accuracy_ok), "not checked")
-        lines = [f"batch {fmt_num(r.batch_size)}" + (f" · seq {fmt_num(r.seq_len)}" if pd.notna(r.seq_len) else ""),
-                 f"throughput {fmt_num(r.throughput_items_s)} items/s · speedup {fmt_num(r.speedup_vs_eager)}×",
-                 f"peak memory {fmt_num(r.peak_mem_gib)} GiB"
-                 + (f" ({fmt_num(r.peak_mem_compile_gib)} while compiling)" if r.peak_mem_compile_gib > 0 else "")]
+        acc = accuracy_label(r.is_eager, r.accuracy_ok, "not checked")
+        lines = [f"batch {fmt_num(r.batch_size)}" + (f" · seq {fmt_num(r.seq_len)}" if pd.notna(r.seq_len) else "")
+                 + (f" · bucketing {esc(r.bucketing)}" if isinstance(r.bucketing, str) else ""),
+                 f"throughput {fmt_num(r.throughput_items_s)} items/s · speedup {fmt_num(r.speedup_vs_eager)}×"
+                 + ("" if r.is_eager else f" ({fmt_num(r.speedup_low)}-{fmt_num(r.speedup_high)}, {r.standing})"),
+                 f"peak memory {fmt_num(r.run_peak_mem_gib)} GiB whole run · {fmt_num(r.peak_mem_gib)} steady"]
         if not r.is_eager:
             warm = f" · warm {fmt_num(r.warm_compile_s)} s" if r.warm_compile_s >= 0 else ""
-            lines += [f"compile {fmt_num(r.compile_s)} s cold{warm}",
+            lines += [f"compile {fmt_num(r.compile_cost_s)} s cold{warm}",
                       f"graph breaks {fmt_num(r.graph_breaks)} · recompiles {fmt_num(r.recompiles)} · accuracy {acc}"]
-        lines.append(f"trial {esc(r.trial_id)}")
+        lines.append(("<b>on the Pareto front</b>" if r.on_front else "dominated") + f" · trial {esc(r.trial_id)}")
         texts.append("<br>".join(lines))
     return texts
 
 
-def pareto_scatter(ctx: pd.DataFrame, front: pd.Series, title: str) -> Figure | None:
-    """Throughput vs peak memory; colour = mode, symbol = dynamic; front solid, dominated faded."""
-    shown = ctx["status"].eq("ok") & ctx["peak_mem_gib"].gt(0) & ctx["throughput_items_s"].gt(0)
-    if not shown.any():
-        return None
-    data = ctx[shown].assign(_front=front[shown], _backend=ctx.loc[shown, "backend"].fillna(""))
-    data["_text"] = hover_text(data)
-    modes = sorted(data["mode"].unique(), key=_mode_order)
-    groups = data.groupby(["mode", "dynamic_label", "_backend", "_front"], sort=False)
-    order = sorted(groups.groups, key=lambda k: (_mode_order(k[0]), k[1], k[2], not k[3]))
-    traces = [_scatter_trace(groups.get_group(k), *k, modes) for k in order]
-    traces += _key_traces(modes)
-    layout = _layout(title, 500, margin={"l": 70, "r": 250, "t": 50, "b": 60},
-                     legend={"title": {"text": "<b>Colour = mode</b>"}, "x": 1.02, "y": 1, "yanchor": "top",
-                             "groupclick": "togglegroup"},
-                     legend2={"title": {"text": "<b>Symbol = dynamic</b>"}, "x": 1.02, "y": 0.42,
-                              "yanchor": "top", "itemclick": False, "itemdoubleclick": False},
-                     xaxis=_axis("Peak memory, steady state (GiB)", data["peak_mem_gib"]),
-                     yaxis=_axis("Throughput (items/s)", data["throughput_items_s"]))
-    return {"kind": "scatter", "title": title, "expected": int(len(data)), "data": traces, "layout": layout}
+def accuracy_label(is_eager: bool, accuracy_ok: object, unknown: str) -> str:
+    """The one accuracy label: eager is the reference; compiled passed, FAILED, or `unknown`."""
+    if is_eager:
+        return "reference"
+    if accuracy_ok is None or accuracy_ok is pd.NA:
+        return unknown
+    return "passed" if bool(accuracy_ok) else "FAILED"
 
 
-def _scatter_trace(d: pd.DataFrame, mode: str, dyn: str, backend: str, is_front: bool,
-                   modes: list[str]) -> dict[str, Any]:
-    call = rows.compile_call(mode, dyn, backend or None)
-    head = f"<b>{esc(mode)}</b>" + ("" if mode == rows.EAGER else f" · dynamic={dyn} · {esc(backend)}")
-    status = "<b>on the Pareto front</b>" if is_front else "dominated"
-    # a "%" in data would start a plotly placeholder: write it as an entity, which plotly decodes
-    template = f"{head}<br>%{{text}}<br>{status}<br>{esc(call)}".replace("%", "&#37;").replace(
-        "&#37;{text}", "%{text}") + "<extra></extra>"
-    return {
-        "type": "scatter", "mode": "markers", "name": esc(mode), "legendgroup": f"mode:{mode}", "showlegend": False,
-        "x": _round(d["peak_mem_gib"]), "y": _round(d["throughput_items_s"]),
-        "text": list(d["_text"]), "hovertemplate": template,
-        "marker": {"color": mode_colour(mode, modes), "symbol": DYNAMIC_SYMBOLS.get(dyn, "circle"),
-                   "size": 12 if is_front else 8, "opacity": 1.0 if is_front else 0.28,
-                   "line": {"width": 1.6 if is_front else 0, "color": "#111827"}},
-    }
-
-
-def _round(values: pd.Series) -> list[float | None]:
-    """Four significant digits: enough to place a point, a third of the JSON of full floats."""
-    return _clean(float(f"{v:.4g}") if math.isfinite(v) else v for v in values.astype(float))
-
-
-def _mode_order(mode: str) -> tuple[int, str]:
+def mode_order(mode: str) -> tuple[int, str]:
     order = list(MODE_COLOURS)
     return (order.index(mode) if mode in order else len(order), mode)
 
 
-def _key_traces(modes: list[str]) -> list[dict[str, Any]]:
+def key_traces(modes: list[str]) -> list[dict[str, Any]]:
     """Legend-only traces (no points): one per mode (colour), per dynamic value (symbol), front/dominated."""
     def key(name: str, legend: str, group: str | None, **marker: Any) -> dict[str, Any]:
         return {"type": "scatter", "mode": "markers", "x": [None], "y": [None], "name": name, "legend": legend,
@@ -136,8 +100,10 @@ def _key_traces(modes: list[str]) -> list[dict[str, Any]]:
                 "marker": {"size": 10, "color": "#6b7280", "line": {"width": 0}, **marker}}
     out = [key(esc(m), "legend", f"mode:{m}", color=mode_colour(m, modes), symbol="square") for m in modes]
     out += [key(f"dynamic={d}", "legend2", None, symbol=sym) for d, sym in DYNAMIC_SYMBOLS.items()]
-    out.append(key("on Pareto front", "legend2", None, size=12, line={"width": 1.6, "color": "#111827"}))
+    out.append(key("on Pareto front (throughput, run memory, compile)", "legend2", None, size=12,
+                   line={"width": 1.6, "color": "#111827"}))
     out.append(key("dominated (faded)", "legend2", None, opacity=0.3))
+    out.append(key("size = compile time", "legend2", None, size=16, symbol="circle-open"))
     return out
 
 
@@ -147,7 +113,7 @@ def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
     if data.empty:
         return None
     best = data.loc[data.groupby(["mode", "batch_size"])["speedup_vs_eager"].idxmax()]
-    modes = sorted(best["mode"].unique(), key=_mode_order)
+    modes = sorted(best["mode"].unique(), key=mode_order)
     batches = sorted(best["batch_size"].unique())
     z = [[None] * len(batches) for _ in modes]
     text = [[""] * len(batches) for _ in modes]
@@ -199,21 +165,28 @@ def compile_bars(ctx: pd.DataFrame, title: str) -> Figure | None:
 
 
 def overview_bars(summary: pd.DataFrame) -> Figure | None:
-    """Best accurate speedup vs eager per model context; green = compile wins, orange = eager wins."""
+    """Per context, the speedup of its choice (or of its best compiled setting where eager is chosen),
+    with its interval; coloured by the verdict: green compile wins, orange eager wins, grey a tie."""
     data = summary[summary["best_speedup"].notna()].sort_values("best_speedup")
     if data.empty:
         return None
-    colours = ["#15803d" if s >= 1.02 else "#c2410c" if s <= 0.98 else "#9ca3af" for s in data["best_speedup"]]
+    colours = [_VERDICT_COLOURS.get(css, "#9ca3af") for css in data["verdict_css"]]
     labels = [esc(x) for x in data["label"]]
-    text = [f"{lab}<br>best: {esc(s)}<br>{v:.2f}× eager" for lab, s, v in
-            zip(labels, data["best_setting"], data["best_speedup"])]
-    trace = {"type": "bar", "orientation": "h", "y": labels, "x": _clean(data["best_speedup"]),
-             "text": [f"{v:.2f}×" for v in data["best_speedup"]], "textposition": "outside",
+    text = [f"{lab}<br>choice: {esc(s)}<br>{v:.2f}× eager<br>{esc(verdict)}" for lab, s, v, verdict in
+            zip(labels, data["best_setting"], data["best_speedup"], data["verdict"])]
+    speed = data["best_speedup"].astype(float)
+    trace = {"type": "bar", "orientation": "h", "y": labels, "x": _clean(speed),
+             "text": [f"{v:.2f}×" for v in speed], "textposition": "outside",
+             "error_x": {"type": "data", "symmetric": False, "array": _clean((data["best_high"] - speed).fillna(0)),
+                         "arrayminus": _clean((speed - data["best_low"]).fillna(0)), "color": "#374151"},
              "customdata": text, "hovertemplate": "%{customdata}<extra></extra>", "marker": {"color": colours}}
-    layout = _layout("Best speedup from compiling, per model (accurate trials only; 1× = eager)",
+    layout = _layout("Speedup of each context's choice (accurate trials only; 1× = eager; bars: the noise)",
                      140 + 30 * len(data), margin={"l": 330, "r": 60, "t": 50, "b": 50}, showlegend=False,
-                     xaxis=_axis("Best throughput speedup vs eager (×)", rangemode="tozero"),
+                     xaxis=_axis("Throughput speedup vs eager (×)", rangemode="tozero"),
                      yaxis=_axis("", automargin=True, type="category"),
                      shapes=[{"type": "line", "x0": 1, "x1": 1, "yref": "paper", "y0": 0, "y1": 1,
                               "line": {"color": "#111827", "width": 1.5, "dash": "dot"}}])
     return {"kind": "bar", "title": "overview", "expected": int(len(data)), "data": [trace], "layout": layout}
+
+
+_VERDICT_COLOURS = {"v-win": "#15803d", "v-lose": "#c2410c", "v-even": "#9ca3af"}

@@ -18,12 +18,14 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from sweeper.report import assets
+from sweeper.report import assets, explore
 from sweeper.report import figures as figs
 from sweeper.report import streams as report_streams
 from sweeper.report import tables
 from sweeper.analysis import frames as rows
+from sweeper.analysis import ranking
 from sweeper.analysis.compare import compare
+from sweeper.analysis.recommend import recommend_context
 from sweeper.analysis.pareto import pareto_front
 from sweeper.results.files import atomic_write_bytes
 from sweeper.report.tables import esc
@@ -31,7 +33,8 @@ from sweeper.report.tables import esc
 log = logging.getLogger(__name__)
 
 DEFAULT_TITLE = "torch.compile sweep report"
-GAIN, LOSS = 1.02, 0.98  # speedups inside this band are "no clear difference"
+FRONT_OBJECTIVES = [("throughput_items_s", "max"), ("run_peak_mem_gib", "min"), ("compile_cost_s", "min")]
+"""The report's Pareto front: per context, on throughput, whole-run peak memory and compile cost."""
 
 
 def write_report(df: pd.DataFrame, out_path: Path, title: str = DEFAULT_TITLE,
@@ -45,13 +48,13 @@ def write_report(df: pd.DataFrame, out_path: Path, title: str = DEFAULT_TITLE,
 
 
 def build_html(df: pd.DataFrame, title: str = DEFAULT_TITLE, compare_df: pd.DataFrame | None = None) -> str:
-    data = rows.prepare(df.reset_index(drop=True))
-    data["on_front"] = pareto_front(data)
+    data = explore.prepare(rows.prepare(df.reset_index(drop=True)))
+    data["on_front"] = pareto_front(data, objectives=FRONT_OBJECTIVES, group_by=ranking.CONTEXT)
     summary = context_summary(data)
     page = _Page()
     parts = [_header(data, title), _overview(summary, page)]
-    parts += [_model_section(model, data[data["model"].eq(model)], summary, page)
-              for model in summary["model"].unique()]
+    by_context = data.groupby(ranking.CONTEXT, dropna=False, sort=False).indices
+    parts += [_model_section(model, data, by_context, summary, page) for model in summary["model"].unique()]
     if compare_df is not None:
         parts.append(_comparison(compare_df, df))
     return page.render(title, parts)
@@ -63,12 +66,22 @@ class _Page:
     def __init__(self) -> None:
         self.figures: list[dict[str, Any]] = []
 
-    def plot(self, fig: figs.Figure | None, empty: str) -> str:
+    def plot(self, fig: figs.Figure | None, empty: str, axes: bool = False) -> str:
+        """A plot's place in the page; `axes` adds the x / y objective menus (a Pareto scatter)."""
         if fig is None:
             return f'<p class="empty">{esc(empty)}</p>'
         fig_id = f"fig{len(self.figures)}"
         self.figures.append({"id": fig_id, **fig})
-        return f'<div class="plot" id="{fig_id}"></div>'
+        menus = ""
+        if axes:
+            menus = '<div class="axes">' + "".join(
+                f'<label>{name} <select data-fig="{fig_id}" data-axis="{name}">'
+                + "".join(f'<option value="{a["key"]}"{" selected" if a["key"] == fig["explore"][name] else ""}>'
+                          f'{esc(a["title"])}</option>' for a in fig["explore"]["axes"])
+                + "</select></label>" for name in ("x", "y")) + "</div>"
+        lazy = (f'<p class="note lazy" data-for="{fig_id}">Choose this context in the selector at the top '
+                "to draw its parallel-coordinates view.</p>" if fig.get("lazy") else "")
+        return f'{menus}{lazy}<div class="plot" id="{fig_id}"></div>'
 
     def render(self, title: str, parts: list[str]) -> str:
         return (
@@ -105,50 +118,57 @@ def _json_default(value: Any) -> Any:
 
 
 def context_summary(data: pd.DataFrame) -> pd.DataFrame:
-    """One row per model x phase x precision x device: best accurate compiled speedup and verdict."""
+    """One row per context (`ranking.CONTEXT`): the setting `sweeper recommend` chooses, and a verdict."""
     out = []
-    ordered = data.sort_values(rows.CONTEXT_KEYS, na_position="last")
-    for i, (key, ctx) in enumerate(ordered.groupby(rows.CONTEXT_KEYS, dropna=False, sort=False)):
-        out.append({**dict(zip(rows.CONTEXT_KEYS, key)), **_verdict(ctx), "n": len(ctx),
+    ordered = data.sort_values(ranking.CONTEXT, na_position="last")
+    for i, (key, ctx) in enumerate(ordered.groupby(ranking.CONTEXT, dropna=False, sort=False)):
+        out.append({**dict(zip(ranking.CONTEXT, key)), **_choice(ctx), "n": len(ctx),
                     "n_ok": int(ctx["status"].eq("ok").sum()), "ctx_id": f"c{i}"})
     summary = pd.DataFrame(out)
     if summary.empty:
-        return pd.DataFrame(columns=[*rows.CONTEXT_KEYS, "verdict", "verdict_css", "best_setting",
-                                     "best_speedup", "best_compile_s", "break_even_iters", "n", "n_ok",
+        return pd.DataFrame(columns=[*ranking.CONTEXT, *_NO_CHOICE, "verdict", "verdict_css", "n", "n_ok",
                                      "ctx_id", "anchor", "label"])
+    summary = summary.astype({"seq_len": "float64"})
     model_ids = {m: f"m{j}" for j, m in enumerate(summary["model"].unique())}
     summary["anchor"] = summary["model"].map(model_ids)
-    summary["label"] = summary.apply(lambda s: " · ".join(str(s[k]) for k in rows.CONTEXT_KEYS
-                                                            if s[k] is not None and not pd.isna(s[k])), axis=1)
+    summary["label"] = [" · ".join(filter(None, [str(s["model"]), ranking.context_label(s.to_dict())]))
+                        for _, s in summary.iterrows()]
     return summary
 
 
-def _verdict(ctx: pd.DataFrame) -> dict[str, Any]:
+_NO_CHOICE = {"best_setting": None, "best_call": None, "best_trial_id": None, "best_is_eager": None,
+              "best_speedup": math.nan, "best_low": math.nan, "best_high": math.nan, "best_compile_s": math.nan,
+              "break_even_iters": math.nan, "compiled_speedup": math.nan, "tie_ids": ()}
+
+
+def _choice(ctx: pd.DataFrame) -> dict[str, Any]:
+    """The context's ranked choice (the same as `sweeper recommend`), its speedup and the verdict."""
     compiled = ctx[~ctx["is_eager"]]
-    good = compiled[rows.accurate(compiled) & compiled["speedup_vs_eager"].gt(0)
-                    & ~rows.fell_back(compiled)]
-    none = {"best_setting": None, "best_speedup": math.nan, "best_compile_s": math.nan, "break_even_iters": math.nan}
     if not ctx["status"].eq("ok").any():
-        return {**none, "verdict": "all trials failed", "verdict_css": "v-fail"}
+        return {**_NO_CHOICE, "verdict": "all trials failed", "verdict_css": "v-fail"}
     if compiled.empty:
-        return {**none, "verdict": "eager only: nothing compiled", "verdict_css": "v-even"}
-    if good.empty:
-        return {**none, "verdict": "no accurate compiled run", "verdict_css": "v-fail"}
-    best = good.loc[good["speedup_vs_eager"].idxmax()]
-    s = float(best["speedup_vs_eager"])
-    verdict, css = ((f"compile: {s:.2f}× faster", "v-win") if s >= GAIN else
-                    (f"eager wins (best compiled {s:.2f}×)", "v-lose") if s <= LOSS else
-                    (f"no clear difference ({s:.2f}×)", "v-even"))
-    return {"verdict": verdict, "verdict_css": css, "best_setting": rows.setting_label(best), "best_speedup": s,
-            "best_compile_s": best["compile_s"], "break_even_iters": _break_even(best)}
+        return {**_NO_CHOICE, "verdict": "eager only: nothing compiled", "verdict_css": "v-even"}
+    rec = recommend_context(ctx.reset_index(drop=True))
+    if rec.best_compiled is None:
+        return {**_NO_CHOICE, "verdict": "no accurate compiled run", "verdict_css": "v-fail"}
+    verdict, css = ranking.verdict(rec.best, rec.best_compiled)
+    shown = rec.best if rec.best is not None and not rec.best.is_eager else rec.best_compiled
+    low, high = ranking.interval(shown)
+    return {"best_setting": rec.best.setting if rec.best else None, "best_call": rec.advice,
+            "best_trial_id": rec.best.trial_id if rec.best else None,
+            "best_is_eager": bool(rec.best and rec.best.is_eager),
+            "best_speedup": shown.speedup_vs_eager, "best_low": low, "best_high": high,
+            "best_compile_s": shown.compile_s, "break_even_iters": _break_even(shown),
+            "compiled_speedup": rec.best_compiled.speedup_vs_eager, "verdict": verdict, "verdict_css": css,
+            "tie_ids": tuple(c.trial_id for c in rec.ties if c.trial_id)}
 
 
-def _break_even(r: pd.Series) -> float:
-    if pd.notna(r["break_even_iters"]):
-        return float(r["break_even_iters"])
-    tp, eager_tp = r["throughput_items_s"], r["throughput_items_s"] / r["speedup_vs_eager"]
-    saved = r["batch_size"] / eager_tp - r["batch_size"] / tp
-    return float(r["compile_s"] / saved) if saved > 0 else math.inf
+def _break_even(c: ranking.Candidate) -> float:
+    """Items after which the compile has paid for itself against eager at the same batch."""
+    if c.speedup_vs_eager is None or not c.speedup_vs_eager > 1 or not c.batch_size:
+        return math.inf
+    saved_per_item = 1.0 / (c.throughput_items_s / c.speedup_vs_eager) - c.seconds_per_item
+    return c.compile_s / saved_per_item / c.batch_size
 
 
 def _header(data: pd.DataFrame, title: str) -> str:
@@ -171,16 +191,28 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     wins = summary[summary["verdict_css"].eq("v-win")]
     loses = summary[summary["verdict_css"].eq("v-lose")]
     even = summary[summary["verdict_css"].eq("v-even") & summary["best_speedup"].notna()]
-    lines = [f"<b>Compiling pays</b> in {len(wins)} of {len(summary)} model contexts"
-             + (f", best {esc(wins.loc[wins['best_speedup'].idxmax(), 'label'])} at "
-                f"{wins['best_speedup'].max():.2f}×" if not wins.empty else ""),
-             f"<b>Eager wins</b> in {len(loses)}" + (": " + ", ".join(esc(x) for x in loses["label"])
-                                                     if not loses.empty else ""),
-             f"no clear difference (within ±2%) in {len(even)}"]
-    return ("<h2>Overview</h2>" f'<nav class="models">{nav}</nav>'
-            f'<p>{"; ".join(lines)}.</p>' + _key()
+    lines = [f"<b>Compiling pays</b> in a long run in {len(wins)} of {_count(len(summary), 'context')}"
+             + (f", most in {esc(wins.loc[wins['best_speedup'].idxmax(), 'label'])} at "
+                f"{wins['best_speedup'].max():.2f}×" if not wins.empty else "")]
+    if not loses.empty:
+        lines.append(f"<b>eager wins</b> in {len(loses)}: " + ", ".join(esc(x) for x in loses["label"]))
+    if not even.empty:
+        lines.append(f"no clear difference (inside the measured noise, at least ±{ranking.TIE_BAND_PCT:g}%) "
+                     f"in {len(even)}: " + ", ".join(esc(x) for x in even["label"]))
+    return ("<h2>Overview</h2>" f'<nav class="models">{nav}</nav>' + _selector(summary)
+            + f'<p>{"; ".join(lines)}. Each context\'s choice is the setting <code>sweeper recommend</code> '
+            "prints for it: the fewest seconds per item in a long run (compile paid back), accurate trials "
+            "only.</p>" + _key()
             + page.plot(figs.overview_bars(summary), "No accurate compiled trial: no speedup to show.")
             + tables.summary_table(summary))
+
+
+def _selector(summary: pd.DataFrame) -> str:
+    """The context selector: every view below shows the chosen context only (or all of them)."""
+    options = "".join(f'<option value="{s.ctx_id}">{esc(s.label)}</option>' for s in summary.itertuples())
+    return ('<div class="selector"><label><b>Context</b> <select id="ctx-select"><option value="">all '
+            f"contexts ({len(summary)})</option>{options}</select></label> "
+            '<span class="note" id="ctx-count"></span></div>')
 
 
 def _key() -> str:
@@ -188,22 +220,30 @@ def _key() -> str:
                        for m, c in figs.MODE_COLOURS.items())
     glyphs = " ".join(f"{g} {d}" for d, g in figs.DYNAMIC_GLYPHS.items())
     return ('<div class="key"><b>Reading the plots.</b> Colour = compile mode:' + swatches
-            + f". Symbol = <code>dynamic</code>: {glyphs}. Solid, outlined markers are on the Pareto front "
-            "(no other accurate trial has higher throughput, lower peak memory and lower cold compile time "
-            "all at once); faded markers are dominated. Speedup is throughput over the eager baseline of the "
-            "same model, phase, precision and batch. Hover a point for its full config and the exact "
-            "<code>torch.compile</code> call; click a table header to sort.</div>")
+            + f". Symbol = <code>dynamic</code>: {glyphs}. Marker size = compile time. Solid, outlined markers "
+            "are on the Pareto front of their context (no other accurate trial has higher throughput, lower "
+            "whole-run peak memory and less compile time all at once); faded markers are dominated; the dotted "
+            "line is the front of the two objectives on the axes (choose them above each scatter). The star is "
+            "the context's choice; rings mark settings tied with it inside the measured noise. Error bars: the "
+            "speedup's bootstrap interval where measured, else the spread of the timed windows. Memory is the "
+            "whole-run peak (compile and autotuning included), the figure limits are checked against; the "
+            "steady peak is an axis choice and in the hover. Speedup is throughput over the eager baseline of "
+            "the same context and batch. Click a table header to sort.</div>")
 
 
-def _model_section(model: str, data: pd.DataFrame, summary: pd.DataFrame, page: _Page) -> str:
+def _model_section(model: str, data: pd.DataFrame, by_context: dict[tuple, Any], summary: pd.DataFrame,
+                   page: _Page) -> str:
     mine = summary[summary["model"].eq(model)]
-    parts = [f'<section id="{mine["anchor"].iloc[0]}"><h2>{esc(model)}</h2>']
+    parts = [f'<section id="{mine["anchor"].iloc[0]}" class="model"><h2>{esc(model)}</h2>']
     for _, s in mine.iterrows():
-        sel = pd.Series(True, index=data.index)
-        for k in rows.CONTEXT_KEYS[1:]:
-            sel &= data[k].isna() if s[k] is None or pd.isna(s[k]) else data[k].eq(s[k])
-        parts.append(_context_block(s, data[sel], page))
+        key = tuple(s[k] for k in ranking.CONTEXT)
+        positions = next(v for k, v in by_context.items() if _same_key(k, key))
+        parts.append(_context_block(s, data.iloc[positions], page))
     return "".join(parts) + "</section>"
+
+
+def _same_key(a: tuple, b: tuple) -> bool:
+    return all((pd.isna(x) and pd.isna(y)) if pd.isna(x) or pd.isna(y) else x == y for x, y in zip(a, b))
 
 
 def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
@@ -213,9 +253,14 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
     best = s["best_setting"] if isinstance(s["best_setting"], str) else None
     head = (f"<h3>{label}</h3><p class=\"sub\">{_count(len(ctx), 'trial')}, {s['n_ok']} ok · verdict: "
             f'<span class="{s["verdict_css"]}">{esc(s["verdict"])}</span>'
-            + (f" · best accurate compiled: {esc(best)}" if best else "") + "</p>")
-    scatter = page.plot(figs.pareto_scatter(ctx, ctx["on_front"], f"{figs.esc(s['label'])}: throughput vs peak memory"),
-                        "No successful trial with memory and throughput: nothing to plot.")
+            + (f" · choice (as <code>sweeper recommend</code>, long run): {esc(best)}" if best else "") + "</p>")
+    ties = frozenset(str(t) for t in s["tie_ids"]) if isinstance(s["tie_ids"], (list, tuple)) else frozenset()
+    choice = s["best_trial_id"] if isinstance(s["best_trial_id"], str) else None
+    scatter = page.plot(explore.pareto_scatter(ctx, ctx["on_front"], f"{figs.esc(s['label'])}: Pareto front",
+                                               choice, ties),
+                        "No successful trial with memory and throughput: nothing to plot.", axes=True)
+    coords = page.plot(explore.parcoords(ctx, f"{figs.esc(s['label'])}: every setting (drag along an axis to "
+                                         "filter)"), "No successful trial to draw.")
     heat = page.plot(figs.speedup_heatmap(ctx, "Speedup vs eager (×), best accurate trial"),
                      "No accurate compiled trial: no speedup to show.")
     bars = page.plot(figs.compile_bars(ctx, "Compile latency (s)"),
@@ -227,8 +272,9 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
         open_ = " open" if len(failed) <= 10 else ""
         failed_html = (f"<details{open_}><summary>Failed or inaccurate trials ({len(failed)})</summary>"
                        + tables.failed_table(failed) + "</details>")
-    return (head + scatter + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
-            + report_streams.stream_block(ctx, page.plot))
+    return (f'<div class="ctx" data-ctx="{s["ctx_id"]}">' + head + scatter + coords
+            + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
+            + report_streams.stream_block(ctx, page.plot) + "</div>")
 
 
 def _count(n: int, noun: str) -> str:
@@ -236,13 +282,14 @@ def _count(n: int, noun: str) -> str:
 
 
 def _comparison(base_df: pd.DataFrame, new_df: pd.DataFrame) -> str:
-    cmp = compare(base_df, new_df)
+    cmp = compare(base_df, new_df, ranking.CHANGE_PCT, ranking.COMPILE_FLOOR_S)
     counts = cmp["verdict"].value_counts()
     chips = " · ".join(f"{esc(v)}: {int(counts[v])}" for v in counts.index)
     changed = cmp[cmp["verdict"].ne("unchanged")]
     return ('<section id="comparison"><h2>Comparison with the base results</h2>'
             f'<p class="sub">Settings matched by model, mode, dynamic, batch size, sequence length, phase, '
-            f"precision and backend; changes beyond ±5% (compile time also beyond 0.5 s) are flagged. "
+            f"precision and backend; changes beyond ±{ranking.CHANGE_PCT:g}% (compile time also beyond "
+            f"{ranking.COMPILE_FLOOR_S:g} s) are flagged. "
             f"{chips or 'nothing to compare'}.</p>"
             + (tables.comparison_table(changed) if not changed.empty else '<p class="empty">No changes.</p>')
             + "</section>")

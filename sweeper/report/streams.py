@@ -1,7 +1,8 @@
 """The report's input-stream block, for a context whose trials ran a workload (a stream of
 variable-length batches): recompiles vs real-token throughput, end-to-end stream time and
 padding waste per bucketing policy, the settings that fell back to eager (flagged loudly),
-and the recommended setting for the measured length distribution. Pure pandas + dicts.
+and what to run: the context's choice for long-running traffic and for one pass of the stream
+measured, both by the one ranking of `sweeper recommend`. Pure pandas + dicts.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from collections.abc import Callable
 import pandas as pd
 
 from sweeper.analysis import frames as rows
-from sweeper.report.figures import Figure, _axis, _clean, _layout, esc
+from sweeper.analysis.ranking import Candidate
+from sweeper.analysis.recommend import Limits, recommend_context
+from sweeper.report.figures import Figure, _axis, _clean, _layout, accuracy_label, esc
 from sweeper.report.tables import esc as hesc
 from sweeper.report.tables import table, td, td_num
 from sweeper.analysis.frames import fmt_num
@@ -23,17 +26,6 @@ _FELL = "#dc2626"
 
 def stream_rows(ctx: pd.DataFrame) -> pd.DataFrame:
     return ctx[ctx["workload"].notna()]
-
-
-def candidates(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows that may be recommended: ran, accurate, measured a stream, never fell back to eager."""
-    return df[rows.accurate(df) & ~rows.fell_back(df) & df["stream_s"].gt(0)]
-
-
-def recommended(df: pd.DataFrame) -> pd.Series | None:
-    """The fastest end-to-end stream (every compile paid) among the candidates."""
-    good = candidates(df)
-    return None if good.empty else good.loc[good["stream_s"].idxmin()]
 
 
 def _speed(df: pd.DataFrame) -> tuple[pd.Series, str]:
@@ -128,8 +120,7 @@ def stream_table(df: pd.DataFrame) -> str:
     body = []
     fell_back = rows.fell_back(df)
     for k, r in df.sort_values("stream_s", na_position="last").iterrows():
-        acc = "reference" if r["is_eager"] else {True: "passed", False: "FAILED"}.get(
-            None if r["accuracy_ok"] is pd.NA else bool(r["accuracy_ok"]), r["status"])
+        acc = accuracy_label(r["is_eager"], r["accuracy_ok"], r["status"])
         body.append(
             "<tr>" + td(setting(r), nowrap=True) + td(r["bucketing"]) + td_num(r["batch_size"])
             + td_num(r["stream_s"]) + td_num(r["eager_stream_s"]) + td_num(r["stream_speedup_vs_eager"], decimals=2)
@@ -142,25 +133,28 @@ def stream_table(df: pd.DataFrame) -> str:
 
 
 def _recommendation(df: pd.DataFrame) -> str:
-    best = recommended(df)
-    if best is None:
+    """Two questions, one rule (`sweeper recommend`): a long run, and one pass of the stream measured."""
+    long_run = recommend_context(df.reset_index(drop=True))
+    batches = int(df["stream_batches"].median()) if df["stream_batches"].notna().any() else None
+    if long_run.best is None:
         return ('<p class="warn">No recommendation: no accurate stream trial that kept its compiled '
                 "graphs (every one failed, was inaccurate or fell back to eager).</p>")
-    speed, unit = _speed(df)
-    head = (f'<p class="rec"><b>Recommended for a stream of {fmt_num(best["stream_batches"])} batches of this length '
-            f"distribution</b> (the length measured, every compile paid): {hesc(setting(best))}, bucketing "
-            f"<b>{hesc(best['bucketing'])}</b>, batch {fmt_num(best['batch_size'])}: the whole stream in "
-            f"{fmt_num(best['stream_s'])} s"
-            + ("" if best["is_eager"] else f", every compile included (eager on the same batches: "
-               f"{fmt_num(best['eager_stream_s'])} s)") + f", {fmt_num(speed[best.name])} {unit} steady, "
-            f"{fmt_num(100 * (best['pad_waste'] or 0))}% padding. <code>{hesc(rows.advice(best))}</code>")
-    good = candidates(df)
-    steady = good.loc[speed[good.index].idxmax()] if speed[good.index].notna().any() else None
-    if steady is not None and steady.name != best.name:
-        head += (f"<br>For long-running traffic the fastest steady setting is {hesc(setting(steady))}, bucketing "
-                 f"{hesc(steady['bucketing'])} ({fmt_num(speed[steady.name])} {unit}); its compiles pay back "
-                 f"after {fmt_num(steady['stream_break_even_batches'])} batches of this mix.")
-    return head + "</p>"
+    text = (f'<p class="rec"><b>Long-running traffic</b> of this length distribution (the context\'s choice, as '
+            f"<code>sweeper recommend</code> prints it): {_describe(long_run.best)}.")
+    if batches:
+        one_pass = recommend_context(df.reset_index(drop=True), Limits(iterations=batches))
+        c = one_pass.best
+        same = c is not None and c.setting == long_run.best.setting
+        text += (f"<br><b>One stream of {batches} batches</b>, every compile paid "
+                 f"(<code>--iterations {batches}</code>): "
+                 + ("the same setting" if same else _describe(c) if c else "no setting qualifies")
+                 + (f", {fmt_num(c.workload_s)} s" if c and c.workload_s is not None else "") + ".")
+    return text + "</p>"
+
+
+def _describe(c: Candidate) -> str:
+    return (f"{hesc(c.setting)} ({fmt_num(c.throughput_items_s)} items/s steady, compiles "
+            f"{fmt_num(c.compile_s)} s) <code>{hesc(c.compile_call)}</code>")
 
 
 def _fallback_warning(df: pd.DataFrame) -> str:

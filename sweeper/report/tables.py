@@ -12,7 +12,9 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 
 from sweeper.analysis import frames as rows
+from sweeper.analysis import ranking
 from sweeper.analysis.frames import fmt_num
+from sweeper.report.figures import accuracy_label
 
 MAX_ERROR_CHARS = 600
 MAX_TABLE_ROWS = 2000
@@ -68,35 +70,36 @@ def verdict_cell(verdict: str, css: str) -> str:
 
 
 def summary_table(summary: pd.DataFrame) -> str:
-    headers = ["Model", "Phase · precision · device", "Verdict", "Best accurate compiled setting",
-               "Speedup vs eager", "Cold compile (s)", "Break-even iterations", "Trials ok / all"]
+    headers = ["Model", "Context", "Verdict", "Choice (as sweeper recommend, long run)", "Speedup vs eager",
+               "Compile (s)", "Break-even iterations", "Trials ok / all"]
     body = []
     for _, s in summary.iterrows():
-        where = " · ".join(str(s[k]) for k in ("phase", "precision", "device_name", "workload") if s[k] is not None
-                           and not pd.isna(s[k]))
         body.append(
-            f'<tr><td><a href="#{s["anchor"]}">{esc(s["model"])}</a></td>' + td(where)
+            f'<tr><td><a href="#{s["anchor"]}">{esc(s["model"])}</a></td>' + td(ranking.context_label(s.to_dict()))
             + verdict_cell(s["verdict"], s["verdict_css"]) + td(s["best_setting"])
             + td_num(s["best_speedup"], suffix="×", decimals=2) + td_num(s["best_compile_s"])
             + td_num(s["break_even_iters"]) + f'<td class="num" data-v="{s["n_ok"]}">{s["n_ok"]} / {s["n"]}</td>'
             + "</tr>")
-    return table(headers, body)
+    return table(headers, body, caption="Speedup and compile: of the choice, or of the best compiled "
+                 "setting where eager is the choice.")
 
 
 def front_table(front: pd.DataFrame) -> str:
-    headers = ["Mode", "dynamic", "Batch", "Seq len", "Throughput (items/s)", "Speedup (×)",
-               "Peak mem (GiB)", "Cold compile (s)", "Warm compile (s)", "Graph breaks", "Recompiles",
-               "Accuracy", "torch.compile call"]
+    stream = front["workload"].notna().any()
+    headers = ["Mode", "dynamic", *(["Bucketing"] if stream else []), "Batch", "Seq len", "Throughput (items/s)",
+               "Speedup (×)", "Peak mem, run (GiB)", "Peak mem, steady (GiB)", "Compile (s)", "Warm compile (s)",
+               "Graph breaks", "Recompiles", "Accuracy", "What to run"]
     body = []
     for _, r in front.sort_values("throughput_items_s", ascending=False).iterrows():
-        acc = "reference" if r["is_eager"] else {True: "passed", False: "failed"}.get(
-            None if r["accuracy_ok"] is pd.NA else bool(r["accuracy_ok"]), "not checked")
+        acc = accuracy_label(r["is_eager"], r["accuracy_ok"], "not checked")
+        call = "eager: no torch.compile" if r["is_eager"] else rows.advice(r)
         body.append(
-            "<tr>" + td(r["mode"], nowrap=True) + td(r["dynamic_label"]) + td_num(r["batch_size"])
+            "<tr>" + td(r["mode"], nowrap=True) + td("—" if r["is_eager"] else r["dynamic_label"])
+            + (td(r["bucketing"]) if stream else "") + td_num(r["batch_size"])
             + td_num(r["seq_len"]) + td_num(r["throughput_items_s"]) + td_num(r["speedup_vs_eager"], decimals=2)
-            + td_num(r["peak_mem_gib"]) + td_num(r["compile_s"]) + td_num(r["warm_compile_s"])
-            + td_num(r["graph_breaks"]) + td_num(r["recompiles"]) + td(acc)
-            + td_code(rows.compile_call(r["mode"], r["dynamic_label"], r["backend"])) + "</tr>")
+            + td_num(r["run_peak_mem_gib"]) + td_num(r["peak_mem_gib"]) + td_num(r["compile_cost_s"])
+            + td_num(r["warm_compile_s"]) + td_num(r["graph_breaks"]) + td_num(r["recompiles"]) + td(acc)
+            + td_code(call) + "</tr>")
     return table(headers, body)
 
 
