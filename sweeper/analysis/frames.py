@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.drift import baseline_drift_pct
 from sweeper.results.schema import COLUMN_NAMES, EAGER
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
@@ -29,10 +30,11 @@ _NUMERIC = [
     "max_abs_err", "rel_err", "accuracy_tol", "trial_wall_s",
     "stream_batches", "stream_shapes", "pad_waste", "stream_s", "eager_stream_s", "stream_speedup_vs_eager",
     "real_tokens_per_s", "eager_real_tokens_per_s", "stream_compile_s", "compile_s_per_shape",
-    "stream_break_even_batches", "accuracy_shapes",
+    "stream_break_even_batches", "accuracy_shapes", "speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct",
+    "eager_err_vs_fp64", "compiled_err_vs_fp64", "mem_need_reserved_gib", "device_mem_used_gib", "cpu_count",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
-         "workload", "length_source", "bucketing", "notes"]
+         "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -59,6 +61,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out["dynamic_label"] = out["dynamic"].map(dynamic_text).astype("object")
     out.loc[out["is_eager"] & out["compile_s"].isna(), "compile_s"] = 0.0
     out["speedup_vs_eager"] = _fill_speedup(out)
+    out["baseline_drift_pct"] = baseline_drift_pct(out)
     return out
 
 

@@ -86,6 +86,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if todo:
         runner.run_sweep(state, todo, device)
     print(summary_table(state.rows) if state.rows else "no rows")
+    if state.rows:
+        print(baseline_check(_frame(state)))
     log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), time.monotonic() - t0,
              state.results_path)
     if not args.no_report and state.rows:
@@ -94,6 +96,23 @@ def _cmd_run(args: argparse.Namespace) -> int:
         path = write_report(_frame(state), results_dir / "report.html", title=f"sweeper: {spec.name}")
         print(f"report: {path}")
     return 0 if len(state.pending(trials)) == 0 else 1
+
+
+def baseline_check(df) -> str:
+    """The sweep's self-check, one line (and one per drifted row): every compiled row's in-trial
+    eager baseline against the sweep's eager trial of the same context."""
+    from sweeper.analysis.frames import prepare, setting_label
+    from sweeper.analysis.ranking import DRIFT_LIMIT_PCT
+
+    data = prepare(df)
+    drift = data["baseline_drift_pct"]
+    checked, off = drift.notna(), drift.abs() > DRIFT_LIMIT_PCT
+    lines = [f"baseline check: {int(checked.sum())} compiled rows matched to an eager trial, {int(off.sum())} "
+             f"drift more than {DRIFT_LIMIT_PCT:g}% (their speedup is not established)"]
+    for _, r in data[off].iterrows():
+        lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
+                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial")
+    return "\n".join(lines)
 
 
 def _check_writable(results_dir: Path) -> None:

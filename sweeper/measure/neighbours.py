@@ -18,8 +18,9 @@ MARKER_DIR = Path(tempfile.gettempdir()) / "sweeper-compiling"
 
 
 @contextlib.contextmanager
-def compiling(marker_dir: Path = MARKER_DIR) -> Iterator[None]:
+def compiling(marker_dir: Path | None = None) -> Iterator[None]:
     """Mark this process as compiling for the duration of the block."""
+    marker_dir = marker_dir or MARKER_DIR
     marker = marker_dir / str(os.getpid())
     try:
         marker_dir.mkdir(parents=True, exist_ok=True)
@@ -43,10 +44,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def neighbours_compiling(marker_dir: Path = MARKER_DIR) -> int:
+def neighbours_compiling(marker_dir: Path | None = None) -> int:
     """Live processes other than this one that are compiling now."""
     try:
-        names = os.listdir(marker_dir)
+        names = os.listdir(marker_dir or MARKER_DIR)
     except OSError:
         return 0
     me = os.getpid()
@@ -56,7 +57,7 @@ def neighbours_compiling(marker_dir: Path = MARKER_DIR) -> int:
 class BusyWindows:
     """Counts timed windows during which a neighbour compiled (looked at before and after each)."""
 
-    def __init__(self, marker_dir: Path = MARKER_DIR):
+    def __init__(self, marker_dir: Path | None = None):
         self.marker_dir, self.windows, self.busy = marker_dir, 0, 0
         self._before = 0
 
