@@ -21,6 +21,8 @@ MATCH_KEYS = ["sweep_id", "model", "phase", "precision", "batch_size", "seq_len"
 def baseline_drift_pct(df: pd.DataFrame) -> pd.Series:
     """Per row: in-trial eager throughput vs the eager trial's, in percent (positive: the in-trial
     baseline ran faster). Null for eager rows, failed rows and rows with no eager trial to match."""
+    if df.empty:
+        return pd.Series(dtype="float64", index=df.index)
     keys = [k for k in MATCH_KEYS if k in df.columns]
     key = df[keys].astype("string").fillna("<null>").agg("|".join, axis=1)
     ok = df["status"].eq("ok")

@@ -61,7 +61,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out["dynamic_label"] = out["dynamic"].map(dynamic_text).astype("object")
     out.loc[out["is_eager"] & out["compile_s"].isna(), "compile_s"] = 0.0
     out["speedup_vs_eager"] = _fill_speedup(out)
-    out["baseline_drift_pct"] = baseline_drift_pct(out)
+    given = pd.to_numeric(out.get("baseline_drift_pct", pd.Series(index=out.index, dtype="float64")), errors="coerce")
+    out["baseline_drift_pct"] = baseline_drift_pct(out).fillna(given)  # a frame may carry it already
     return out
 
 

@@ -70,7 +70,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
 def _inaccurate_text(row: dict[str, Any]) -> str:
     if row.get("compiled_err_vs_fp64") is not None:
         return (f"error vs float64 {row['compiled_err_vs_fp64']:.3g} > allowed {row['accuracy_tol']:.3g} "
-                f"(eager's own error {row['eager_err_vs_fp64']:.3g}); vs eager {row['rel_err']:.3g}")
+                f"(eager's own error {row['eager_err_vs_fp64']:.3g}); compiled vs eager rel_err {row['rel_err']:.3g}")
     return f"rel_err {row['rel_err']:.3g} > tolerance {row['accuracy_tol']:.3g} (vs eager: no float64 reference)"
 
 

@@ -1,0 +1,123 @@
+"""Tables of the measurement-truth study (experiments/truth/), from its committed results.
+
+    python benchmarks/truth.py experiments/results/h200/truth > table.md
+
+Reads `at_once/`, `alone/`, `repeat2/`, `repeat3/`, `train/` (sweeper results directories),
+`memory_fit/*.json` and `walls.txt` under the given directory, and prints markdown:
+at-once vs alone speedups with their intervals, run-to-run repeats, training accuracy against
+float64, the memory-fit check and the wall times.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sweeper.analysis.frames import prepare  # noqa: E402
+from sweeper.results.store import read_results  # noqa: E402
+
+KEY = ["model", "precision", "mode", "batch_size"]
+STABLE_SPREAD_PCT = 5.0
+AGREE_PCT = 3.0
+
+
+def _load(root: Path, name: str) -> pd.DataFrame:
+    path = root / name
+    return prepare(read_results([path])) if path.exists() else pd.DataFrame()
+
+
+def _ci(r: pd.Series) -> str:
+    return f"{r['speedup_vs_eager']:.2f}x [{r['speedup_ci_low']:.2f}, {r['speedup_ci_high']:.2f}]"
+
+
+def at_once_vs_alone(at_once: pd.DataFrame, alone: pd.DataFrame) -> list[str]:
+    both = at_once[~at_once["is_eager"]].merge(alone, on=KEY, suffixes=("", "_alone"))
+    lines = ["| model | prec | mode | at once | alone | alone inside at-once interval | eager spread % (at once) "
+             "| diff % | in-trial eager drift % (at once) | windows with a neighbour compiling % |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for _, r in both.sort_values(KEY).iterrows():
+        inside = r["speedup_ci_low"] <= r["speedup_vs_eager_alone"] <= r["speedup_ci_high"]
+        diff = (r["speedup_vs_eager"] / r["speedup_vs_eager_alone"] - 1) * 100
+        stable = r["eager_spread"] < STABLE_SPREAD_PCT
+        agree = "" if not stable else (" (stable, agree)" if abs(diff) <= AGREE_PCT else " (stable, DISAGREE)")
+        lines.append(f"| {r['model']} | {r['precision']} | {r['mode']} | {_ci(r)} | "
+                     f"{r['speedup_vs_eager_alone']:.2f}x [{r['speedup_ci_low_alone']:.2f}, "
+                     f"{r['speedup_ci_high_alone']:.2f}] | {'yes' if inside else 'NO'} | {r['eager_spread']:.1f} | "
+                     f"{diff:+.1f}{agree} | {r['baseline_drift_pct']:+.1f} | {r['host_busy_windows_pct']:.0f} |")
+    n_inside = sum(r["speedup_ci_low"] <= r["speedup_vs_eager_alone"] <= r["speedup_ci_high"] for _, r in both.iterrows())
+    lines.append(f"\n{n_inside} of {len(both)} alone speedups lie inside the at-once interval.")
+    return lines
+
+
+def eager_spread(df: pd.DataFrame) -> pd.DataFrame:
+    """The eager arm's window spread is not a column; the eager trial's own spread stands for it."""
+    eager = df[df["is_eager"]][KEY[:2] + ["batch_size", "throughput_spread_pct"]]
+    eager = eager.rename(columns={"throughput_spread_pct": "eager_spread"})
+    return df.merge(eager, on=["model", "precision", "batch_size"], how="left")
+
+
+def repeats(runs: dict[str, pd.DataFrame]) -> list[str]:
+    names = list(runs)
+    frames = [runs[n][~runs[n]["is_eager"]].set_index(KEY) for n in names]
+    common = sorted(set.intersection(*(set(f.index) for f in frames)))
+    lines = ["| model | prec | mode | " + " | ".join(names) + " | every repeat inside the others' intervals | "
+             "interval width % (median) |", "|---|---|---|" + "---|" * len(names) + "---|---|"]
+    for key in common:
+        rs = [f.loc[key] for f in frames]
+        inside = all(o["speedup_ci_low"] <= r["speedup_vs_eager"] <= o["speedup_ci_high"]
+                     for r in rs for o in rs if o is not r)
+        widths = sorted((r["speedup_ci_high"] - r["speedup_ci_low"]) / r["speedup_vs_eager"] * 100 for r in rs)
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(_ci(r) for r in rs)
+                     + f" | {'yes' if inside else 'NO'} | {widths[len(widths) // 2]:.1f} |")
+    return lines
+
+
+def training(train: pd.DataFrame) -> list[str]:
+    lines = ["| model | prec | mode | status | eager err vs fp64 | compiled err vs fp64 | allowed | "
+             "compiled vs eager (old rule's number) | reference |", "|---|---|---|---|---|---|---|---|---|"]
+    for _, r in train.sort_values(KEY).iterrows():
+        if r["is_eager"]:
+            continue
+        lines.append(f"| {r['model']} | {r['precision']} | {r['mode']} | {r['status']} | {r['eager_err_vs_fp64']:.3g} | "
+                     f"{r['compiled_err_vs_fp64']:.3g} | {r['accuracy_tol']:.3g} | {r['rel_err']:.3g} | "
+                     f"{r['accuracy_reference']} |")
+    return lines
+
+
+def memory(root: Path) -> list[str]:
+    lines = ["| setting | cap | cap GiB | status | need (reserved, whole trial) GiB | steady allocated peak GiB |",
+             "|---|---|---|---|---|---|"]
+    for f in sorted((root / "memory_fit").glob("*.json")):
+        rows = json.loads(f.read_text())
+        base = rows[0]
+        for r in rows:
+            cap = "-" if r["cap_gib"] is None else f"{r['cap_gib']:.3f}"
+            need = r.get("mem_need_reserved_gib")
+            lines.append(f"| {r['setting']} | {r['cap']} | {cap} | {r['status']} | "
+                         f"{need:.3f} | {base.get('peak_mem_gib') or float('nan'):.3f} |" if need is not None else
+                         f"| {r['setting']} | {r['cap']} | {cap} | {r['status']} | - | - |")
+    return lines
+
+
+def main() -> int:
+    root = Path(sys.argv[1])
+    at_once, alone = eager_spread(_load(root, "at_once")), _load(root, "alone")
+    out = ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
+    runs = {"repeat 1 (at_once)": at_once, "repeat 2": _load(root, "repeat2"), "repeat 3": _load(root, "repeat3")}
+    out += ["## Run to run", *repeats({k: v for k, v in runs.items() if not v.empty}), ""]
+    out += ["## Training accuracy against float64", *training(_load(root, "train")), ""]
+    out += ["## Memory fit", *memory(root), ""]
+    if (root / "walls.txt").exists():
+        out += ["## Wall times", "```", (root / "walls.txt").read_text().strip(), "```"]
+    print("\n".join(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
