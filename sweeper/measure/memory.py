@@ -70,8 +70,9 @@ class DeviceNeed:
 
 def cap_memory(device: torch.device, cap_gib: float) -> None:
     """Let the caching allocator take at most `cap_gib` of the device (as on a smaller GPU)."""
-    total = torch.cuda.get_device_properties(device).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gib * GIB / total), device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(index).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_gib * GIB / total), index)
 
 
 def _reset_rss_hwm() -> None:
