@@ -32,7 +32,7 @@ def no_ray(monkeypatch):
     """Any attempt to start or join Ray fails the test (the runner module is replaced)."""
     import types
 
-    import sweeper
+    import sweeper.run
 
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started")
@@ -40,7 +40,9 @@ def no_ray(monkeypatch):
     fake = types.ModuleType("sweeper.run.ray_tune")
     fake.connect = fake.run_sweep = fake.resolve_device = refuse
     monkeypatch.setitem(sys.modules, "sweeper.run.ray_tune", fake)
-    monkeypatch.setattr(sweeper, "runner", fake, raising=False)
+    # `from sweeper.run import ray_tune` reads the package attribute first, when an earlier test imported it
+    monkeypatch.setattr(sweeper.run, "ray_tune", fake, raising=False)
+    return fake
 
 
 def write_spec(tmp_path: Path, spec: dict[str, Any], name: str = "spec.yaml") -> Path:
