@@ -14,18 +14,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from sweeper import zoo
+from sweeper.results.schema import MODES
 from sweeper.spec import bucketing
+from sweeper.spec.base import PositiveInt, Strict
 from sweeper.spec.workload import WorkloadSpec
 
-Mode = Literal["eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
-MODES: tuple[str, ...] = Mode.__args__  # type: ignore[attr-defined]
+Mode = Literal[MODES]  # type: ignore[valid-type]  # the values of the rows' mode column
 Phase = Literal["infer", "train"]
 Precision = Literal["fp32", "bf16"]
-PositiveInt = Annotated[int, Field(gt=0)]
 
 _FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -35,11 +34,7 @@ class SpecError(ValueError):
     """A user mistake in a spec: the message is one line naming the field."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class InputSpec(_Strict):
+class InputSpec(Strict):
     """How to build inputs for a user model that returns a plain `nn.Module`."""
 
     kind: Literal["image", "tokens", "tensor"]
@@ -58,7 +53,7 @@ class InputSpec(_Strict):
         return self
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     """One model: a zoo name, or the user's own `package.module:factory`."""
 
     name: str
@@ -112,7 +107,7 @@ def _no_dupes(v: list[Any]) -> list[Any]:
     return v
 
 
-class Axes(_Strict):
+class Axes(Strict):
     """The grid: every combination becomes one trial (impossible ones are dropped, with a reason)."""
 
     mode: list[Mode] = Field(default_factory=lambda: ["eager", "default"])
@@ -142,7 +137,7 @@ class Axes(_Strict):
         return v
 
 
-class MeasureSpec(_Strict):
+class MeasureSpec(Strict):
     """How each trial is timed; the defaults follow the README's metric definitions."""
 
     warmup_iters: PositiveInt = 3
@@ -184,7 +179,7 @@ class MeasureSpec(_Strict):
 _LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib")
 
 
-class Resources(_Strict):
+class Resources(Strict):
     device: Literal["auto", "cuda", "cpu"] = "auto"
     """auto: cuda when the cluster has GPUs, else cpu."""
     gpus_per_trial: Annotated[float, Field(gt=0, le=8)] = 1.0
@@ -207,7 +202,7 @@ class Resources(_Strict):
         return v
 
 
-class SweepSpec(_Strict):
+class SweepSpec(Strict):
     name: str
     description: str = ""
     models: list[ModelSpec]
