@@ -1,4 +1,4 @@
-"""Synthetic trial rows that follow results.COLUMNS: for tests, benchmarks and report demos.
+"""Synthetic trial rows that follow results.schema.COLUMNS: for tests, benchmarks and report demos.
 
 The numbers are made up but shaped like real sweeps: one model gains from compiling, one
 loses (eager wins), bigger batches use more memory, max-autotune compiles longest, and a
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.results.schema import MODES
 from sweeper.results.store import rows_to_table
 
 # model -> (task, eager items/s at batch 1, GiB per item, speedup with default mode)
@@ -29,7 +30,6 @@ MODELS: dict[str, tuple[str, float, float, float]] = {
     "t5_small": ("nlp", 260.0, 0.03, 1.05),
     "mobilenet_v3": ("vision", 900.0, 0.01, 1.7),
 }
-MODES = ["eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 _MODE_GAIN = {"eager": 1.0, "default": 1.0, "reduce-overhead": 1.08, "max-autotune": 1.15,
               "max-autotune-no-cudagraphs": 1.1}
 _MODE_COMPILE_S = {"default": 40.0, "reduce-overhead": 45.0, "max-autotune": 240.0,
