@@ -26,7 +26,7 @@ VERDICT_ORDER = ["now fails", "regression", "still fails", "improvement", "fixed
 _KEY_COLS = ["dynamic_label" if k == "dynamic" else k for k in rows.CONFIG_KEYS]  # labels: None matches None
 
 
-def compare(
+def compare_runs(
     base_df: pd.DataFrame,
     new_df: pd.DataFrame,
     threshold_pct: float = ranking.CHANGE_PCT,
