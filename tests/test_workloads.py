@@ -402,15 +402,13 @@ def test_stream_settings_that_fell_back_are_never_recommended() -> None:
 
 
 @pytest.mark.slow
-def test_stream_block_renders_in_a_browser(tmp_path: Path) -> None:
+def test_stream_block_renders_in_a_browser(tmp_path: Path, run_chromium) -> None:
     import html
     import json
     import re
 
-    from test_report_browser import run_chromium
-
     path = report.write_report(pd.DataFrame(stream_rows()), tmp_path / "report.html")
-    out = run_chromium(tmp_path, "--dump-dom", path.as_uri())
+    out = run_chromium("--dump-dom", path.as_uri())
     check = json.loads(html.unescape(re.search(r'<pre id="sweeper-selfcheck">(.*?)</pre>', out.stdout, re.S).group(1)))
     assert check["ok"] is True and check["errors"] == [], check
     stream_plots = [p for p in check["plots"] if "stream" in p["title"] or "graphs compiled" in p["title"]]
