@@ -14,7 +14,8 @@ from pydantic import ValidationError
 from sweeper import zoo
 from sweeper.results.schema import CONFIG_COLUMNS
 from sweeper.spec import lengths
-from sweeper.spec.schema import MeasureSpec, ModelSpec, SpecError, SweepSpec
+from sweeper.spec.schema import SpecError, SweepSpec
+from sweeper.spec.sections import MeasureSpec, ModelSpec
 
 
 @dataclass(frozen=True)
