@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sweeper.spec.base import Strict
-from sweeper.spec.sections import NAME_RE, Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources
+from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources, check_name
 from sweeper.spec.workload import WorkloadSpec
 
 
@@ -45,16 +45,13 @@ class SweepSpec(Strict):
     @field_validator("name")
     @classmethod
     def _slug(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError(f"{v!r} is not a valid sweep name (letters, digits, '_', '.', '-')")
-        return v
+        return check_name(v, "sweep")
 
     @field_validator("workloads")
     @classmethod
     def _workload_names(cls, v: dict[str, WorkloadSpec]) -> dict[str, WorkloadSpec]:
         for name in v:
-            if not NAME_RE.match(name):
-                raise ValueError(f"{name!r} is not a valid workload name (letters, digits, '_', '.', '-')")
+            check_name(name, "workload")
         return v
 
     @field_validator("models")

@@ -20,8 +20,14 @@ Phase = Literal["infer", "train"]
 Precision = Literal["fp32", "bf16"]
 
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-"""Model, sweep and workload names: they become labels and directory names."""
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def check_name(value: str, what: str) -> str:
+    """A model, sweep or workload name: it becomes a label and a directory name."""
+    if not _NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a valid {what} name (letters, digits, '_', '.', '-')")
+    return value
 
 
 class InputSpec(Strict):
@@ -58,9 +64,7 @@ class ModelSpec(Strict):
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
-        if not NAME_RE.match(v):
-            raise ValueError(f"{v!r} is not a valid model name (letters, digits, '_', '.', '-')")
-        return v
+        return check_name(v, "model")
 
     @field_validator("factory")
     @classmethod
