@@ -19,7 +19,6 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sweeper"
 

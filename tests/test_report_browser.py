@@ -194,12 +194,11 @@ window.addEventListener('load', function () { setTimeout(function () {
 """
 
 
-@pytest.mark.slow
-def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path: Path) -> None:
+def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path: Path, run_chromium) -> None:
     path, df = built
     probe = tmp_path / "controls.html"
     probe.write_text(path.read_text().replace("</body></html>", CONTROLS_PROBE + "</body></html>"))
-    out = run_chromium(tmp_path, "--dump-dom", probe.as_uri())
+    out = run_chromium("--dump-dom", probe.as_uri())
     assert out.returncode == 0, out.stderr[-2000:]
     found = re.search(r'<pre id="controls-probe">(.*?)</pre>', out.stdout, re.S)
     assert found, out.stderr[-3000:]

@@ -17,7 +17,8 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sweeper.spec.base import Strict
-from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources, check_name
+from sweeper.spec.sections import (Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources,
+                                   check_name)
 from sweeper.spec.workload import WorkloadSpec
 
 
