@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,7 @@ def no_ray(monkeypatch):
     """Any attempt to start or join Ray fails the test (the runner module is replaced)."""
     import types
 
-    import sweeper
+    import sweeper.run
 
     def refuse(*args, **kwargs):
         raise AssertionError("Ray was started")
@@ -40,7 +42,30 @@ def no_ray(monkeypatch):
     fake = types.ModuleType("sweeper.run.ray_tune")
     fake.connect = fake.run_sweep = fake.resolve_device = refuse
     monkeypatch.setitem(sys.modules, "sweeper.run.ray_tune", fake)
-    monkeypatch.setattr(sweeper, "runner", fake, raising=False)
+    # `from sweeper.run import ray_tune` reads the package attribute first, when an earlier test imported it
+    monkeypatch.setattr(sweeper.run, "ray_tune", fake, raising=False)
+    return fake
+
+
+@pytest.fixture
+def run_chromium(tmp_path):
+    """Run headless Chromium, offline and in its own profile: `run_chromium(*args)`. Skips when
+    Chromium is missing, except in CI (CI=true), where a missing Chromium fails the test."""
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found is None and Path("/usr/bin/chromium").exists():
+        found = "/usr/bin/chromium"
+    if found is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("Chromium is required in CI for the report browser tests")
+        pytest.skip("Chromium not installed")
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [found, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+               f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",  # no network at all
+               "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    return run
 
 
 def write_spec(tmp_path: Path, spec: dict[str, Any], name: str = "spec.yaml") -> Path:

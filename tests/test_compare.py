@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from sweeper.analysis.compare import compare
+from sweeper.analysis.compare import compare_runs
 
 
 def row(mode: str, batch: int, tp: float | None = 1000.0, compile_s: float | None = 30.0,
@@ -17,7 +17,7 @@ def row(mode: str, batch: int, tp: float | None = 1000.0, compile_s: float | Non
 
 
 def verdicts(base: list[dict], new: list[dict], **kw) -> dict[tuple[str, int], tuple[str, str]]:
-    out = compare(pd.DataFrame(base), pd.DataFrame(new), **kw)
+    out = compare_runs(pd.DataFrame(base), pd.DataFrame(new), **kw)
     return {(r["mode"], r["batch_size"]): (r["verdict"], r["changes"]) for _, r in out.iterrows()}
 
 
@@ -54,7 +54,7 @@ def test_improvement_failures_fixes_and_unmatched() -> None:
     assert v[("default", 64)][0] == "only in base"
     assert v[("reduce-overhead", 8)][0] == "only in new"
     assert v[("max-autotune", 8)][0] == "still fails"
-    order = list(compare(pd.DataFrame(base), pd.DataFrame(new))["verdict"])
+    order = list(compare_runs(pd.DataFrame(base), pd.DataFrame(new))["verdict"])
     assert order[0] == "now fails"
 
 
@@ -63,7 +63,7 @@ def test_matching_uses_dynamic_and_seq_len_including_nulls() -> None:
             row("default", 8, seq_len=128, trial_id="y")]
     new = [row("default", 8, dynamic=None, tp=500.0), row("default", 8, dynamic=False, trial_id="x"),
            row("default", 8, seq_len=128, trial_id="y", tp=2000.0)]
-    out = compare(pd.DataFrame(base), pd.DataFrame(new))
+    out = compare_runs(pd.DataFrame(base), pd.DataFrame(new))
     assert len(out) == 3
     got = {(r["dynamic"], None if pd.isna(r["seq_len"]) else int(r["seq_len"])): r["verdict"]
            for _, r in out.iterrows()}
@@ -73,13 +73,13 @@ def test_matching_uses_dynamic_and_seq_len_including_nulls() -> None:
 def test_several_rows_of_a_setting_use_the_median_and_accuracy_loss_is_a_regression() -> None:
     base = [row("default", 8, tp=t, trial_id=f"b{t}") for t in (900.0, 1000.0, 1100.0)]
     new = [row("default", 8, tp=1000.0, accuracy_ok=False)]
-    out = compare(pd.DataFrame(base), pd.DataFrame(new))
+    out = compare_runs(pd.DataFrame(base), pd.DataFrame(new))
     assert out.loc[0, "throughput_items_s_base"] == 1000.0
     assert out.loc[0, "verdict"] == "regression" and out.loc[0, "changes"] == "now inaccurate"
 
 
 def test_empty_inputs() -> None:
     empty = pd.DataFrame(columns=["sweep_id", "trial_id", "status"])
-    assert compare(empty, empty).empty
-    out = compare(empty, pd.DataFrame([row("default", 8)]))
+    assert compare_runs(empty, empty).empty
+    out = compare_runs(empty, pd.DataFrame([row("default", 8)]))
     assert list(out["verdict"]) == ["only in new"]

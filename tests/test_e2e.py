@@ -24,6 +24,7 @@ def plumbing_sweep(ray_local, tmp_path_factory):
     return spec, tmp / "out", code
 
 
+@pytest.mark.slow  # a real Ray sweep
 def test_sweep_writes_one_ok_row_per_trial(plumbing_sweep):
     spec_path, out, code = plumbing_sweep
     assert code == 0
@@ -43,12 +44,17 @@ def test_sweep_writes_one_ok_row_per_trial(plumbing_sweep):
     assert (df[df["mode"] == "eager"].speedup_vs_eager == 1.0).all()
 
 
+@pytest.mark.slow  # a real Ray sweep
 def test_sweep_writes_the_report(plumbing_sweep):
     _, out, _ = plumbing_sweep
     html = (out / "report.html").read_text()
-    assert "bert-tiny" in html and "resnet18-tiny" in html and "<script" in html
+    n_rows = len(read_results([out / "results.parquet"]))
+    assert f'<h1>sweeper: e2e</h1><p class="sub">{n_rows} trials' in html  # this sweep's rows, all of them
+    assert "bert-tiny" in html and "resnet18-tiny" in html
+    assert "<script src=" not in html and html.count("Plotly") > 0  # one offline file, plotly inlined
 
 
+@pytest.mark.slow  # a real Ray sweep
 def test_rerun_needs_resume_and_resume_runs_nothing_new(plumbing_sweep, capsys):
     spec_path, out, _ = plumbing_sweep
     before = pd.read_parquet(out / "results.parquet")

@@ -13,16 +13,18 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from PIL import Image
 
 from sweeper.report import page as report
 from sweeper.analysis import frames as rows
 from sweeper.analysis import ranking
 from sweeper.results import synthetic
+
+pytestmark = pytest.mark.slow  # every test here opens Chromium
 
 PWN_IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','img')\">"
 PWN_SCRIPT = "<script>document.body.setAttribute('data-pwned','script')</script>"
@@ -67,25 +69,6 @@ SORT_PROBE = """
 """
 
 
-def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if found is None and Path("/usr/bin/chromium").exists():
-        found = "/usr/bin/chromium"
-    if found:
-        return found
-    if os.environ.get("CI") == "true":
-        pytest.fail("Chromium is required in CI for the report browser test")
-    pytest.skip("Chromium not installed")
-
-
-def run_chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={tmp_path / 'profile'}", "--proxy-server=127.0.0.1:9",  # no network at all
-           "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-
-
 def trial_frame() -> pd.DataFrame:
     data = synthetic.make_rows(360, seed=4, models=["resnet50", "vit_b_16", "bert_base"])
     data[0] = {**data[0], "model": PWN_IMG}
@@ -113,11 +96,11 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, pd.DataFrame]
     return report.write_report(df, tmp / "report.html", title=f"browser check {PWN_SCRIPT}"), df
 
 
-def test_plots_render_with_expected_points_and_no_errors(built, tmp_path: Path) -> None:
+def test_plots_render_with_expected_points_and_no_errors(built, tmp_path: Path, run_chromium) -> None:
     path, df = built
     probe = tmp_path / "probe.html"
     probe.write_text(path.read_text().replace("</body></html>", SORT_PROBE + "</body></html>"))
-    out = run_chromium(tmp_path, "--dump-dom", probe.as_uri())
+    out = run_chromium("--dump-dom", probe.as_uri())
     assert out.returncode == 0, out.stderr[-2000:]
     dom = out.stdout
     check = json.loads(html.unescape(re.search(r'<pre id="sweeper-selfcheck">(.*?)</pre>', dom, re.S).group(1)))
@@ -141,13 +124,19 @@ def test_plots_render_with_expected_points_and_no_errors(built, tmp_path: Path) 
     assert "items/s" in sort["hover"] and "GiB" in sort["hover"] and "compile" in sort["hover"]
 
 
-def test_screenshot(built, tmp_path: Path) -> None:
+def test_screenshot(built, tmp_path: Path, run_chromium) -> None:
+    """A screenshot of the rendered page: the window's size, and drawn (plots and text in many colours,
+    not a blank or single-colour error page)."""
     path, _ = built
     shot = tmp_path / "report.png"
-    out = run_chromium(tmp_path, "--hide-scrollbars", f"--screenshot={shot}", "--window-size=1280,2400",
-                       path.as_uri())
+    out = run_chromium("--hide-scrollbars", f"--screenshot={shot}", "--window-size=1280,2400", path.as_uri())
     assert out.returncode == 0, out.stderr[-2000:]
-    assert shot.exists() and shot.stat().st_size > 50_000
+    with Image.open(shot) as image:
+        assert image.format == "PNG" and image.size == (1280, 2400)
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
+    assert colours is not None and len(colours) > 200, f"{len(colours or [])} colours: a blank page"
+    background = max(colours)[0] / (1280 * 2400)
+    assert background < 0.97, f"{background:.1%} of the page is one colour"
     keep = os.environ.get("SWEEPER_SCREENSHOT_DIR")
     if keep:
         Path(keep).mkdir(parents=True, exist_ok=True)
@@ -205,12 +194,11 @@ window.addEventListener('load', function () { setTimeout(function () {
 """
 
 
-@pytest.mark.slow
-def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path: Path) -> None:
+def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path: Path, run_chromium) -> None:
     path, df = built
     probe = tmp_path / "controls.html"
     probe.write_text(path.read_text().replace("</body></html>", CONTROLS_PROBE + "</body></html>"))
-    out = run_chromium(tmp_path, "--dump-dom", probe.as_uri())
+    out = run_chromium("--dump-dom", probe.as_uri())
     assert out.returncode == 0, out.stderr[-2000:]
     found = re.search(r'<pre id="controls-probe">(.*?)</pre>', out.stdout, re.S)
     assert found, out.stderr[-3000:]

@@ -161,10 +161,8 @@ def test_description_change_is_not_a_spec_change(tmp_path, capsys, no_ray, monke
     spec_path, out, state = _state_with_rows(tmp_path, {b: "ok" for b in (1, 2, 3, 4)})
     spec = yaml.safe_load(spec_path.read_text())
     spec_path.write_text(yaml.safe_dump({**spec, "description": "now with notes"}))
-    import sweeper
-
-    monkeypatch.setattr(sweeper.run.ray_tune, "connect", lambda address: None)
-    monkeypatch.setattr(sweeper.run.ray_tune, "resolve_device", lambda spec: "cpu")  # nothing left to run
+    monkeypatch.setattr(no_ray, "connect", lambda address: None)
+    monkeypatch.setattr(no_ray, "resolve_device", lambda spec: "cpu")  # nothing left to run: no sweep starts
     assert run_cli(["run", str(spec_path), "--results", str(out), "--resume", "--no-report"]) == 0
     assert len(read_results([out / RESULTS_FILE])) == 4
 

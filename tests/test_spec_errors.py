@@ -137,8 +137,14 @@ def _one_line_error(capsys) -> str:
     return err
 
 
-def test_at_least_thirty_cases():
-    assert len(CASES) >= 30
+def test_at_least_thirty_different_refusals(tmp_path, capsys, no_ray):
+    """The table covers at least thirty different messages (an empty file and a top-level list, two
+    inputs with one mistake, share theirs)."""
+    messages = set()
+    for case, (change, _) in CASES.items():
+        assert main(["validate", str(_write(tmp_path, change))]) == 2, case
+        messages.add(_one_line_error(capsys))
+    assert len(messages) >= 30, len(messages)
 
 
 @pytest.mark.parametrize("case", list(CASES))

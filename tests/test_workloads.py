@@ -147,8 +147,10 @@ def test_bad_policies_are_refused(text: str, message: str) -> None:
 def test_token_plan_and_padding_waste() -> None:
     plan = workloads.token_plan([3, 5, 8, 2, 9, 9], 2, "multiple:4")
     assert plan == [([3, 5], 8), ([8, 2], 8), ([9, 9], 12)]
-    assert workloads.pad_waste(plan) == pytest.approx(1 - 36 / 56)
-    assert workloads.pad_waste(workloads.token_plan([4, 4], 2, "none")) == 0.0
+    real, computed = sum(sum(c) for c, _ in plan), sum(len(c) * pad for c, pad in plan)
+    assert (real, computed) == (36, 56) and workloads.pad_waste(real, computed) == pytest.approx(1 - 36 / 56)
+    assert workloads.pad_waste(8, 8) == 0.0  # [4, 4] padded to 4: no padding
+    assert workloads.pad_waste(0, 0) is None and workloads.pad_waste(None, 64) is None  # empty; images
 
 
 def test_image_epoch_has_a_partial_last_batch_and_seeded_resolutions() -> None:
@@ -256,7 +258,7 @@ def test_stream_batches_are_padded_with_masks_and_count_real_tokens() -> None:
         assert ids.shape[1] % 16 == 0 and ids.shape[1] >= max(chunk)
         assert mask.sum(1).tolist() == chunk and (ids[mask == 0] == 0).all()
     padded = sum(sb.padded_tokens for sb in stream.batches)
-    assert stream.pad_waste == pytest.approx(1 - sum(lengths) / padded)
+    assert stream.pad_waste == pytest.approx(1 - sum(lengths) / padded) == workloads.pad_waste(sum(lengths), padded)
     assert stream.n_shapes == len({sb.batch.kwargs["input_ids"].shape for sb in stream.batches})
 
 
@@ -400,15 +402,13 @@ def test_stream_settings_that_fell_back_are_never_recommended() -> None:
 
 
 @pytest.mark.slow
-def test_stream_block_renders_in_a_browser(tmp_path: Path) -> None:
+def test_stream_block_renders_in_a_browser(tmp_path: Path, run_chromium) -> None:
     import html
     import json
     import re
 
-    from test_report_browser import run_chromium
-
     path = report.write_report(pd.DataFrame(stream_rows()), tmp_path / "report.html")
-    out = run_chromium(tmp_path, "--dump-dom", path.as_uri())
+    out = run_chromium("--dump-dom", path.as_uri())
     check = json.loads(html.unescape(re.search(r'<pre id="sweeper-selfcheck">(.*?)</pre>', out.stdout, re.S).group(1)))
     assert check["ok"] is True and check["errors"] == [], check
     stream_plots = [p for p in check["plots"] if "stream" in p["title"] or "graphs compiled" in p["title"]]

@@ -26,7 +26,7 @@ VERDICT_ORDER = ["now fails", "regression", "still fails", "improvement", "fixed
 _KEY_COLS = ["dynamic_label" if k == "dynamic" else k for k in rows.CONFIG_KEYS]  # labels: None matches None
 
 
-def compare(
+def compare_runs(
     base_df: pd.DataFrame,
     new_df: pd.DataFrame,
     threshold_pct: float = ranking.CHANGE_PCT,
@@ -83,11 +83,11 @@ def _judge(r: pd.Series, threshold: float, compile_floor_s: float) -> tuple[str,
     if not ok_b:
         return "fixed", f"was {r['status_base']}, now ok"
     worse, better = [], []
-    if _flag(r.get("accurate_base")) is True and _flag(r.get("accurate_new")) is False:
+    if rows.flag(r.get("accurate_base")) is True and rows.flag(r.get("accurate_new")) is False:
         worse.append("now inaccurate")
     for col, direction, name in METRICS:
         pct = r[f"{col}_change_pct"]
-        if pd.isna(pct) or abs(pct) <= threshold:
+        if rows.is_missing(pct) or abs(pct) <= threshold:
             continue
         if col == "compile_s" and abs(r[f"{col}_new"] - r[f"{col}_base"]) <= compile_floor_s:
             continue
@@ -96,9 +96,3 @@ def _judge(r: pd.Series, threshold: float, compile_floor_s: float) -> tuple[str,
     if worse:
         return "regression", "; ".join(worse + better)
     return ("improvement", "; ".join(better)) if better else ("unchanged", "")
-
-
-def _flag(value: object) -> bool | None:
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
-        return None
-    return bool(value)

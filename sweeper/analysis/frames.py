@@ -18,8 +18,6 @@ CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "pr
 CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
 """Settings in one context compete with each other; across contexts they are not comparable."""
 
-
-
 _NUMERIC = [
     "batch_size", "seq_len", "attempts", "compile_s", "first_call_s", "warm_compile_s",
     "warm_first_call_s", "throughput_items_s", "throughput_tokens_s", "latency_p50_ms",
@@ -66,12 +64,19 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def is_missing(value: object) -> bool:
+    """Whether one cell holds no value: None, pandas' NA or NaT, or a NaN float."""
+    return (value is None or value is pd.NA or value is pd.NaT
+            or (isinstance(value, (float, np.floating)) and bool(np.isnan(value))))
+
+
+def flag(value: object) -> bool | None:
+    """A yes/no cell as True, False, or None when it holds no value."""
+    return None if is_missing(value) else bool(value)
+
+
 def _nullable_bool(s: pd.Series) -> pd.Series:
-    def conv(v: object) -> object:
-        if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
-            return pd.NA
-        return bool(v)
-    return s.map(conv).astype("boolean")
+    return s.map(flag).astype("boolean")
 
 
 def _fill_speedup(df: pd.DataFrame) -> pd.Series:
@@ -107,7 +112,7 @@ def fell_back(df: pd.DataFrame) -> pd.Series:
 
 def dynamic_text(value: object) -> str:
     """`None`, `True` or `False`, the way torch.compile(dynamic=...) is written."""
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+    if is_missing(value):
         return "None"
     if isinstance(value, str):
         return value if value in ("True", "False") else "None"
@@ -158,7 +163,7 @@ def compile_cost_s(row: pd.Series | dict) -> float:
     else the cold compile of the one shape (`compile_s`); 0 when not measured (eager)."""
     for key in ("stream_compile_s", "compile_s"):
         v = row.get(key)
-        if v is not None and pd.notna(v):
+        if not is_missing(v):
             return float(v)
     return 0.0
 
@@ -179,17 +184,17 @@ def setting_label(row: pd.Series | dict) -> str:
     if policy:
         parts.append(f"bucketing {policy}")
     bs = row.get("batch_size")
-    if bs is not None and not pd.isna(bs):
+    if not is_missing(bs):
         parts.append(f"batch {int(bs)}")
     sl = row.get("seq_len")
-    if sl is not None and not pd.isna(sl):
+    if not is_missing(sl):
         parts.append(f"seq {int(sl)}")
     return ", ".join(parts)
 
 
 def fmt_num(value: object, digits: int = 3) -> str:
     """A number for people: 3 significant digits, '—' when missing, 'inf' when infinite."""
-    if value is None or value is pd.NA:
+    if is_missing(value):
         return "—"
     try:
         x = float(value)  # type: ignore[arg-type]

@@ -16,6 +16,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.frames import flag
+
 log = logging.getLogger(__name__)
 
 Direction = Literal["max", "min"]
@@ -67,7 +69,7 @@ def eligible(df: pd.DataFrame) -> pd.Series:
     status_ok = df["status"].eq("ok") if "status" in df.columns else pd.Series(False, index=df.index)
     if "accuracy_ok" not in df.columns:
         return status_ok
-    wrong = df["accuracy_ok"].map(lambda v: v is not None and v is not pd.NA and v == False)  # noqa: E712
+    wrong = df["accuracy_ok"].map(lambda v: flag(v) is False)
     return status_ok & ~wrong.astype(bool)
 
 

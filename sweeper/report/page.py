@@ -24,7 +24,7 @@ from sweeper.report import streams as report_streams
 from sweeper.report import tables
 from sweeper.analysis import frames as rows
 from sweeper.analysis import ranking
-from sweeper.analysis.compare import compare
+from sweeper.analysis.compare import compare_runs
 from sweeper.analysis.recommend import recommend_context
 from sweeper.analysis.pareto import pareto_front
 from sweeper.results.files import atomic_write_bytes
@@ -282,7 +282,7 @@ def _count(n: int, noun: str) -> str:
 
 
 def _comparison(base_df: pd.DataFrame, new_df: pd.DataFrame) -> str:
-    cmp = compare(base_df, new_df, ranking.CHANGE_PCT, ranking.COMPILE_FLOOR_S)
+    cmp = compare_runs(base_df, new_df, ranking.CHANGE_PCT, ranking.COMPILE_FLOOR_S)
     counts = cmp["verdict"].value_counts()
     chips = " · ".join(f"{esc(v)}: {int(counts[v])}" for v in counts.index)
     changed = cmp[cmp["verdict"].ne("unchanged")]

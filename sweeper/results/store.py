@@ -15,18 +15,26 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweeper.results.files import atomic_write_bytes
-from sweeper.results.schema import COLUMN_NAMES, SCHEMA, ResultsError, normalize_row
+from sweeper.results.schema import (BOOL, COLUMNS, COLUMN_NAMES, FLOAT, INT, STR, TIMESTAMP, Kind,
+                                    ResultsError, normalize_row)
 
 log = logging.getLogger(__name__)
 
 RESULTS_FILE = "results.parquet"
 MANIFEST_FILE = "sweep.json"
 
+ARROW_TYPES: dict[Kind, pa.DataType] = {STR: pa.string(), FLOAT: pa.float64(), INT: pa.int64(), BOOL: pa.bool_(),
+                                        TIMESTAMP: pa.timestamp("us", tz="UTC")}
+"""The Arrow type of each column kind of the row contract (results.schema)."""
+SCHEMA = pa.schema([pa.field(c.name, ARROW_TYPES[c.kind]) for c in COLUMNS])
+_TIMESTAMP_COLUMNS = [c.name for c in COLUMNS if c.kind == TIMESTAMP]
+
 
 def rows_to_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    """Rows checked against the schema (ValueError naming the column), as one Arrow table."""
     rows = [normalize_row(r) for r in rows]
     for r in rows:
-        for k in ("started_at", "finished_at"):
+        for k in _TIMESTAMP_COLUMNS:
             if isinstance(r[k], str):
                 r[k] = pd.Timestamp(r[k]).to_pydatetime()
     return pa.Table.from_pylist(rows, schema=SCHEMA)

@@ -1,4 +1,4 @@
-"""Synthetic trial rows that follow results.COLUMNS: for tests, benchmarks and report demos.
+"""Synthetic trial rows that follow results.schema.COLUMNS: for tests, benchmarks and report demos.
 
 The numbers are made up but shaped like real sweeps: one model gains from compiling, one
 loses (eager wins), bigger batches use more memory, max-autotune compiles longest, and a
@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from sweeper.results.schema import MODES
 from sweeper.results.store import rows_to_table
 
 # model -> (task, eager items/s at batch 1, GiB per item, speedup with default mode)
@@ -29,11 +30,12 @@ MODELS: dict[str, tuple[str, float, float, float]] = {
     "t5_small": ("nlp", 260.0, 0.03, 1.05),
     "mobilenet_v3": ("vision", 900.0, 0.01, 1.7),
 }
-MODES = ["eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 _MODE_GAIN = {"eager": 1.0, "default": 1.0, "reduce-overhead": 1.08, "max-autotune": 1.15,
               "max-autotune-no-cudagraphs": 1.1}
 _MODE_COMPILE_S = {"default": 40.0, "reduce-overhead": 45.0, "max-autotune": 240.0,
                    "max-autotune-no-cudagraphs": 200.0}
+_ENVIRONMENT = {"device_type": "cuda", "device_name": "NVIDIA H200", "hostname": "gpu-node-1",
+                "torch_version": "2.9.0", "sweeper_version": "0.1.0"}
 _ERRORS = {
     "oom": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
     "compile_error": "torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\nRuntimeError: triton",
@@ -80,7 +82,7 @@ def _row(rng: np.random.Generator, sweep_id: str, model: str, phase: str, precis
     ok = status == "ok"
     accurate = bool(rng.random() > 0.03) if compiled and ok else None
     start = datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=int(rng.integers(0, 10_000)))
-    row: dict[str, Any] = {
+    return {
         "sweep_id": sweep_id, "trial_id": _trial_id(config, sweep_id), "sweep_name": "synthetic",
         **config, "task": task, "backend": "inductor" if compiled else None,
         "matmul_precision": "high", "config_json": json.dumps(config), "status": status,
@@ -100,11 +102,8 @@ def _row(rng: np.random.Generator, sweep_id: str, model: str, phase: str, precis
         "recompiles": (1 if dynamic is None else 0) if compiled else None,
         "accuracy_ok": accurate, "rel_err": (1e-4 if accurate else 0.2) if accurate is not None else None,
         "accuracy_tol": 1e-2 if compiled else None,
-        "device_type": "cuda", "device_name": "NVIDIA H200", "hostname": "gpu-node-1",
-        "torch_version": "2.9.0", "sweeper_version": "0.1.0",
-        "started_at": start, "finished_at": start + timedelta(seconds=(compile_s or 0) + 30),
+        **_ENVIRONMENT, "started_at": start, "finished_at": start + timedelta(seconds=(compile_s or 0) + 30),
     }
-    return row
 
 
 def _status(rng: np.random.Generator, mem: float, compiled: bool) -> str:

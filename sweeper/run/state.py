@@ -15,12 +15,11 @@ from typing import Any
 
 from sweeper import __version__, envinfo
 from sweeper.results.files import write_json
-from sweeper.results.schema import ResultsError
+from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
 from sweeper.results.store import MANIFEST_FILE, RESULTS_FILE, read_results, write_rows
 from sweeper.spec.schema import SweepSpec
 from sweeper.spec.trials import Trial
 
-CONFIG_COLUMNS = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
 RERUN_ON_RETRY = ("crashed", "timeout")
 
 

@@ -24,9 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-KINDS = ("none", "multiple", "pow2", "list", "quantile")
-
-
 @dataclass(frozen=True)
 class Policy:
     kind: str

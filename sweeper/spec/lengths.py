@@ -169,8 +169,9 @@ def token_plan(lengths: Sequence[int], batch_size: int, policy: str,
     return list(zip(chunks, pads, strict=True))
 
 
-def pad_waste(plan: Sequence[tuple[Sequence[int], int]]) -> float:
-    """Padding tokens / all tokens computed, over the whole stream."""
-    real = sum(sum(c) for c, _ in plan)
-    total = sum(len(c) * pad for c, pad in plan)
-    return 1.0 - real / total if total else 0.0
+def pad_waste(real_tokens: int | None, computed_tokens: int) -> float | None:
+    """Padding tokens / all tokens computed (padding included) over a stream: the row's `pad_waste`.
+    None when no token was computed or the real ones are unknown (an image stream)."""
+    if real_tokens is None or computed_tokens <= 0:
+        return None
+    return 1.0 - real_tokens / computed_tokens

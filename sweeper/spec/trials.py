@@ -9,11 +9,13 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from sweeper import zoo
-from sweeper.spec import lengths as workloads
 from pydantic import ValidationError
 
-from sweeper.spec.schema import MeasureSpec, ModelSpec, SpecError, SweepSpec
+from sweeper import zoo
+from sweeper.results.schema import CONFIG_COLUMNS
+from sweeper.spec import lengths
+from sweeper.spec.schema import SpecError, SweepSpec
+from sweeper.spec.sections import MeasureSpec, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -153,13 +155,13 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
     measure = spec.measure.identity()
     trials: dict[str, Trial] = {}
     dropped: list[Dropped] = []
-    streams = _Streams(spec)
+    streams = _DrawnStreams(spec)
     for model in spec.models:
         mdict = model.model_dump(mode="json")
         for c in _grid(spec, model):
             stream = streams.get(c["workload"], c["batch_size"]) if c["workload"] else None
             reason = _drop_reason(model, c["mode"], c["seq_len"], spec) or _stream_drop_reason(model, c, stream)
-            config = {"model": mdict, **{k: c[k] for k in _BASE_KEYS}, "measure": measure}
+            config = {"model": mdict, **{k: c[k] for k in CONFIG_COLUMNS}, "measure": measure}
             if reason:
                 where = f"{c['phase']} stream {c['workload']}" if stream else f"seq{c['seq_len']}"
                 dropped.append(Dropped(f"{model.name} {c['mode']} bs{c['batch_size']} {where}", reason))
@@ -170,9 +172,6 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
                                                           "workload": DrawnStream(**stream) if stream else None}))
     return list(trials.values()), _dedupe(dropped)
-
-
-_BASE_KEYS = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
 
 
 def _stream_drop_reason(model: ModelSpec, c: dict[str, Any], stream: dict[str, Any] | None) -> str | None:
@@ -188,8 +187,9 @@ def _stream_drop_reason(model: ModelSpec, c: dict[str, Any], stream: dict[str, A
     return None
 
 
-class _Streams:
-    """Draws each workload's stream once per batch size (files are read, texts tokenized, here)."""
+class _DrawnStreams:
+    """The driver-side draw of each workload's stream, once per batch size: the concrete lengths
+    (files read, texts tokenized here) or image plan that every trial of that size carries."""
 
     def __init__(self, spec: SweepSpec):
         self.spec = spec
@@ -204,13 +204,13 @@ class _Streams:
         w = self.spec.workloads[name]
         out: dict[str, Any] = {"name": name, "seed": w.seed, "steady_passes": w.steady_passes}
         if w.images is not None:
-            return {**out, "source": workloads.describe_images(w.images),
-                    "images": workloads.image_plan(w.images, batch_size, w.seed)}
+            return {**out, "source": lengths.describe_images(w.images),
+                    "images": lengths.image_plan(w.images, batch_size, w.seed)}
         try:
-            lengths = workloads.draw_lengths(w.lengths, w.num_batches * batch_size, w.seed)
-        except (workloads.WorkloadError, OSError) as e:
+            drawn = lengths.draw_lengths(w.lengths, w.num_batches * batch_size, w.seed)
+        except (lengths.WorkloadError, OSError) as e:
             raise SpecError(f"workloads.{name}.lengths: {e}") from None
-        return {**out, "source": workloads.describe(w.lengths), "lengths": lengths}
+        return {**out, "source": lengths.describe(w.lengths), "lengths": drawn}
 
 
 def _dedupe(dropped: list[Dropped]) -> list[Dropped]:

@@ -6,16 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-PositiveInt = Annotated[int, Field(gt=0)]
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+from sweeper.spec.base import PositiveInt, Strict
 
 
-class _Clipped(_Strict):
+class _Clipped(Strict):
     min_len: PositiveInt = 1
     """Shorter lengths are raised to this."""
     max_len: PositiveInt | None = None
@@ -28,7 +24,7 @@ class _Clipped(_Strict):
         return self
 
 
-class FixedLengths(_Strict):
+class FixedLengths(Strict):
     kind: Literal["fixed"]
     length: PositiveInt
 
@@ -94,14 +90,14 @@ LengthsSpec = Annotated[FixedLengths | UniformLengths | NormalLengths | LogNorma
                         | TextLengths, Field(discriminator="kind")]
 
 
-class ImagesSpec(_Strict):
+class ImagesSpec(Strict):
     dataset_size: PositiveInt
     """Images in one epoch; when batch_size does not divide it, the last batch is partial."""
     resolutions: list[PositiveInt] = Field(default_factory=list)
     """Image sizes, one drawn per batch (seeded); empty: the model's own size."""
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(Strict):
     """A stream of batches instead of one fixed shape: token lengths (NLP) or an image epoch (vision)."""
 
     lengths: LengthsSpec | None = None

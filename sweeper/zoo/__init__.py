@@ -20,31 +20,31 @@ class ZooEntry:
     """Longest sequence the model's position embeddings allow (NLP only)."""
 
 
-def _v(fn: str, desc: str) -> ZooEntry:
+def _vision(fn: str, desc: str) -> ZooEntry:
     return ZooEntry("vision", f"sweeper.zoo.vision:{fn}", desc)
 
 
-def _n(fn: str, desc: str, max_seq_len: int) -> ZooEntry:
+def _nlp(fn: str, desc: str, max_seq_len: int) -> ZooEntry:
     return ZooEntry("nlp", f"sweeper.zoo.nlp:{fn}", desc, max_seq_len)
 
 
 REGISTRY: dict[str, ZooEntry] = {
-    "resnet18": _v("resnet18", "torchvision ResNet-18, 224x224, 1000 classes"),
-    "resnet50": _v("resnet50", "torchvision ResNet-50, 224x224, 1000 classes"),
-    "vit_b_16": _v("vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes"),
-    "mobilenet_v3_large": _v("mobilenet_v3_large", "torchvision MobileNetV3-Large, 224x224"),
-    "convnext_tiny": _v("convnext_tiny", "torchvision ConvNeXt-Tiny, 224x224"),
-    "efficientnet_b0": _v("efficientnet_b0", "torchvision EfficientNet-B0, 224x224"),
-    "resnet18-tiny": _v("resnet18_tiny", "ResNet-18, 10 classes, 32x32 inputs (CPU tests)"),
-    "vit-tiny": _v("vit_tiny", "ViT, 2 layers, width 64, 32x32 inputs (CPU tests)"),
-    "bert-base": _n("bert_base", "BERT-base (12 layers, 768 wide), sequence classification", 512),
-    "distilbert": _n("distilbert", "DistilBERT-base (6 layers), sequence classification", 512),
-    "roberta-base": _n("roberta_base", "RoBERTa-base (12 layers), sequence classification", 512),
-    "gpt2": _n("gpt2", "GPT-2 small (12 layers, 124M), causal LM head", 1024),
-    "t5-small": _n("t5_small", "T5-small encoder-decoder (60M), conditional generation, teacher forcing", 4096),
-    "bert-tiny": _n("bert_tiny", "BERT, 2 layers, width 64, vocab 1024 (CPU tests)", 512),
-    "gpt2-tiny": _n("gpt2_tiny", "GPT-2, 2 layers, width 64, vocab 1024 (CPU tests)", 1024),
-    "t5-tiny": _n("t5_tiny", "T5, 2+2 layers, width 64, vocab 1024 (CPU tests)", 4096),
+    "resnet18": _vision("resnet18", "torchvision ResNet-18, 224x224, 1000 classes"),
+    "resnet50": _vision("resnet50", "torchvision ResNet-50, 224x224, 1000 classes"),
+    "vit_b_16": _vision("vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes"),
+    "mobilenet_v3_large": _vision("mobilenet_v3_large", "torchvision MobileNetV3-Large, 224x224"),
+    "convnext_tiny": _vision("convnext_tiny", "torchvision ConvNeXt-Tiny, 224x224"),
+    "efficientnet_b0": _vision("efficientnet_b0", "torchvision EfficientNet-B0, 224x224"),
+    "resnet18-tiny": _vision("resnet18_tiny", "ResNet-18, 10 classes, 32x32 inputs (CPU tests)"),
+    "vit-tiny": _vision("vit_tiny", "ViT, 2 layers, width 64, 32x32 inputs (CPU tests)"),
+    "bert-base": _nlp("bert_base", "BERT-base (12 layers, 768 wide), sequence classification", 512),
+    "distilbert": _nlp("distilbert", "DistilBERT-base (6 layers), sequence classification", 512),
+    "roberta-base": _nlp("roberta_base", "RoBERTa-base (12 layers), sequence classification", 512),
+    "gpt2": _nlp("gpt2", "GPT-2 small (12 layers, 124M), causal LM head", 1024),
+    "t5-small": _nlp("t5_small", "T5-small encoder-decoder (60M), conditional generation, teacher forcing", 4096),
+    "bert-tiny": _nlp("bert_tiny", "BERT, 2 layers, width 64, vocab 1024 (CPU tests)", 512),
+    "gpt2-tiny": _nlp("gpt2_tiny", "GPT-2, 2 layers, width 64, vocab 1024 (CPU tests)", 1024),
+    "t5-tiny": _nlp("t5_tiny", "T5, 2+2 layers, width 64, vocab 1024 (CPU tests)", 4096),
 }
 
 

@@ -39,7 +39,6 @@ class Bundle:
     """(batch_size, seq_len or None, generator) -> a Batch on the CPU."""
     loss: Callable[[Any, Batch], torch.Tensor]
     """Training loss from the model's output and the batch."""
-    task: str = "custom"
     make_padded: Callable[[Sequence[int], int, torch.Generator], Batch] | None = None
     """(sequence lengths, padded length, generator) -> a right-padded Batch with an attention
     mask, so padding does not change the outputs at real positions. Token streams need it."""
@@ -68,8 +67,3 @@ def mse_loss(out: Any, batch: Batch) -> torch.Tensor:
 def xent_loss(out: Any, batch: Batch) -> torch.Tensor:
     assert batch.labels is not None
     return nn.functional.cross_entropy(output_tensor(out).float(), batch.labels)
-
-
-def hf_loss(out: Any, batch: Batch) -> torch.Tensor:
-    """Transformers models compute their own loss when given labels."""
-    return out.loss

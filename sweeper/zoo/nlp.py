@@ -66,7 +66,7 @@ def _bundle(model: nn.Module, vocab: int, kind: str) -> Bundle:
         return token_batch(vocab, lengths, pad_to, gen, kind)
 
     model.config.use_cache = False  # no KV cache: a forward pass is the unit measured
-    return Bundle(model, make, _LOSS[kind], task="nlp", make_padded=make_padded)
+    return Bundle(model, make, _LOSS[kind], make_padded=make_padded)
 
 
 def bert_base(**kw) -> Bundle:

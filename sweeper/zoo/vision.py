@@ -17,37 +17,37 @@ def _images(size: int, num_classes: int):
     return make
 
 
-def _tv(name: str, size: int = 224, num_classes: int = 1000, **kwargs) -> Bundle:
+def _torchvision(name: str, size: int = 224, num_classes: int = 1000, **kwargs) -> Bundle:
     model = torchvision.models.get_model(name, weights=None, num_classes=num_classes, **kwargs)
-    return Bundle(model, _images(size, num_classes), xent_loss, task="vision")
+    return Bundle(model, _images(size, num_classes), xent_loss)
 
 
 def resnet18(**kw) -> Bundle:
-    return _tv("resnet18", **kw)
+    return _torchvision("resnet18", **kw)
 
 
 def resnet50(**kw) -> Bundle:
-    return _tv("resnet50", **kw)
+    return _torchvision("resnet50", **kw)
 
 
 def vit_b_16(**kw) -> Bundle:
-    return _tv("vit_b_16", **kw)
+    return _torchvision("vit_b_16", **kw)
 
 
 def mobilenet_v3_large(**kw) -> Bundle:
-    return _tv("mobilenet_v3_large", **kw)
+    return _torchvision("mobilenet_v3_large", **kw)
 
 
 def convnext_tiny(**kw) -> Bundle:
-    return _tv("convnext_tiny", **kw)
+    return _torchvision("convnext_tiny", **kw)
 
 
 def efficientnet_b0(**kw) -> Bundle:
-    return _tv("efficientnet_b0", **kw)
+    return _torchvision("efficientnet_b0", **kw)
 
 
 def resnet18_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
-    return _tv("resnet18", size=size, num_classes=num_classes)
+    return _torchvision("resnet18", size=size, num_classes=num_classes)
 
 
 def vit_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
@@ -55,4 +55,4 @@ def vit_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
         image_size=size, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128,
         num_classes=num_classes,
     )
-    return Bundle(model, _images(size, num_classes), xent_loss, task="vision")
+    return Bundle(model, _images(size, num_classes), xent_loss)
