@@ -19,6 +19,7 @@ from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationI
 
 from sweeper import zoo
 from sweeper.spec import bucketing
+from sweeper.spec.search import SearchSpec
 from sweeper.spec.workload import WorkloadSpec
 
 Mode = Literal["eager", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
@@ -218,6 +219,8 @@ class SweepSpec(_Strict):
     """Named input streams; each applies to every model of its task instead of the fixed seq_len grid."""
     results_dir: str | None = None
     """Where rows and the report go; default results/<name>. Relative to the working directory."""
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    """Which settings run: the whole grid (default) or a budgeted search (sweeper.spec.search)."""
 
     @field_validator("name")
     @classmethod
@@ -263,8 +266,9 @@ class SweepSpec(_Strict):
         return self
 
     def identity(self) -> dict[str, Any]:
-        """Everything that changes what a trial measures (not its description or output place)."""
-        return self.model_dump(mode="json", exclude={"description", "results_dir"})
+        """Everything that changes what a trial measures (not its description, output place, or
+        which settings a search picks: a row measured under any search is the same row)."""
+        return self.model_dump(mode="json", exclude={"description", "results_dir", "search"})
 
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
