@@ -29,7 +29,7 @@ METRICS = ("throughput_items_s", "speedup_vs_eager", "compile_s", "warm_compile_
 """Row columns reported to Tune as float metrics (NaN where the row has none), with status_code."""
 STATUS_CODES = {"ok": 0, "oom": 1, "compile_error": 2, "runtime_error": 3, "timeout": 4, "inaccurate": 5,
                 "crashed": 6}
-_ASKS_PER_PROPOSAL = 64  # Optuna proposals refused (impossible or already measured) before a random pick
+_ASKS_PER_PROPOSAL = 16  # Optuna proposals refused (impossible or already proposed) before the nearest pick
 
 
 def params_of(setting: Mapping[str, Any]) -> dict[str, str | int | bool]:
@@ -91,15 +91,16 @@ class Ordered:
 
 class OptunaStrategy:
     """Ray Tune's OptunaSearch over the axes that vary among `settings`. A proposal that is no
-    trial of the sweep (an impossible or collapsed combination) is told as failed; one already
-    measured is told its known values; after `_ASKS_PER_PROPOSAL` such, a random unmeasured
-    trial is enqueued so the search never stalls."""
+    trial of the sweep (an impossible or collapsed combination) or one already proposed is told
+    as failed, which TPE ignores, so only measured trials shape (and slow) its model; after
+    `_ASKS_PER_PROPOSAL` such, the unmeasured trial nearest what it last asked for (fewest
+    settings apart) is enqueued, so the search never stalls once it has converged."""
 
     def __init__(self, settings: Mapping[str, Mapping[str, Any]], objectives: Mapping[str, str], seed: int):
         import optuna
         from ray.tune.search.optuna import OptunaSearch
 
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
         self.settings, self.objectives = settings, dict(objectives)
         values = {k: list(dict.fromkeys(s[k] for s in settings.values())) for k in PARAMS}
         self.fixed = {k: v[0] for k, v in values.items() if len(v) == 1}
@@ -111,50 +112,49 @@ class OptunaStrategy:
         self.by_key = {self._key(s): tid for tid, s in settings.items()}
         self.rng = random.Random(seed)
         self.proposed: set[str] = set()
-        self.known: dict[str, dict[str, float] | None] = {}
         self.asks: dict[str, str] = {}  # trial id -> the Optuna ask that proposed it
         self.n_asks = 0
 
     def _key(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
         return tuple(self.fixed.get(k, params.get(k)) for k in PARAMS)
 
-    def _ask(self) -> tuple[str, str | None]:
+    def _ask(self) -> tuple[str, dict[str, Any]]:
         self.n_asks += 1
         ask = f"ask{self.n_asks}"
-        return ask, self.by_key.get(self._key(self.search.suggest(ask)))
+        return ask, {**self.fixed, **self.search.suggest(ask)}
 
     def propose(self) -> str | None:
         if len(self.proposed) >= len(self.settings):
             return None
         for _ in range(_ASKS_PER_PROPOSAL):
-            ask, tid = self._ask()
-            if tid is None:
-                self.search.on_trial_complete(ask, None, error=True)
-            elif tid in self.known:
-                self._complete(ask, self.known[tid])
-            elif tid not in self.proposed:
-                self.proposed.add(tid)
-                self.asks[tid] = ask
-                return tid
-            # else: a duplicate of a running trial stays an open ask
-        left = sorted(set(self.settings) - self.proposed)
-        tid = self.rng.choice(left)
-        self.search._ot_study.enqueue_trial({k: v for k, v in self.settings[tid].items() if k not in self.fixed})
-        ask, found = self._ask()
-        assert found == tid, (found, tid)
+            ask, params = self._ask()
+            tid = self.by_key.get(self._key(params))
+            if tid is not None and tid not in self.proposed:
+                return self._take(tid, ask)
+            self._complete(ask, None)
+        return self._enqueue(self._nearest(params))
+
+    def _take(self, tid: str, ask: str) -> str:
         self.proposed.add(tid)
         self.asks[tid] = ask
         return tid
 
+    def _nearest(self, params: Mapping[str, Any]) -> str:
+        left = sorted(set(self.settings) - self.proposed)
+        apart = {t: sum(self.settings[t][k] != params[k] for k in PARAMS) for t in left}
+        closest = min(apart.values())
+        return self.rng.choice([t for t in left if apart[t] == closest])
+
+    def _enqueue(self, tid: str) -> str:
+        self.search._ot_study.enqueue_trial({k: v for k, v in self.settings[tid].items() if k not in self.fixed})
+        ask, params = self._ask()
+        assert self.by_key.get(self._key(params)) == tid, (params, tid)
+        return self._take(tid, ask)
+
     def tell(self, trial_id: str, metrics: Mapping[str, float] | None) -> None:
-        self.known[trial_id] = dict(metrics) if metrics else None
-        ask = self.asks.pop(trial_id, None)
-        if ask is None:  # measured before this search started (a resumed sweep): teach Optuna too
-            self.proposed.add(trial_id)
-            self.search._ot_study.enqueue_trial(
-                {k: v for k, v in self.settings[trial_id].items() if k not in self.fixed})
-            ask, _ = self._ask()
-        self._complete(ask, self.known[trial_id])
+        if trial_id not in self.asks:  # measured before this search started (a resumed sweep)
+            self._enqueue(trial_id)
+        self._complete(self.asks.pop(trial_id), metrics)
 
     def _complete(self, ask: str, metrics: Mapping[str, float] | None) -> None:
         values = objective_values(metrics, self.objectives)
