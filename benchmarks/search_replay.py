@@ -53,7 +53,8 @@ def grid_order(df: pd.DataFrame) -> pd.DataFrame:
                     dynamic=df["dynamic"].map(lambda d: 0 if d is None or pd.isna(d) else 1 + bool(d)))
     for col in ("model", "workload", "phase", "precision", "bucketing"):
         key[col] = key[col].map({v: i for i, v in enumerate(pd.unique(key[col].fillna("")))}.get)
-    return df.loc[key.fillna(-1).sort_values(_GRID_KEY, kind="stable").index].reset_index(drop=True)
+    order = key[_GRID_KEY].astype(float).fillna(-1).sort_values(_GRID_KEY, kind="stable").index
+    return df.loc[order].reset_index(drop=True)
 
 
 def hypervolume(points: list[tuple[float, ...]], ref: tuple[float, ...]) -> float:
@@ -134,7 +135,8 @@ def study(name: str, df: pd.DataFrame, seeds: int, search_share: float) -> dict:
             t0 = time.perf_counter()
             curves.setdefault(algorithm, []).append(scaled.curve(replay(df, algorithm, seed, budget)))
             log.info("%s %s seed %d: %.1f s", name, algorithm, seed, time.perf_counter() - t0)
-    return {"name": name, "settings": n, "eager": n - compiled, "front_points": len(front(list(scaled.points.values()))),
+    points = list(scaled.points.values())
+    return {"name": name, "settings": n, "eager": n - compiled, "front_points": len(front(points)),
             "curves": curves, "summary": {a: _summary(c, n) for a, c in curves.items()}}
 
 
