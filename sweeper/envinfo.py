@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import platform
 import re
 import socket
@@ -41,6 +42,21 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+"""Names Triton is installed under: plain, and the builds PyTorch's own wheel indexes ship."""
+
+
+def package_version(*names: str) -> str | None:
+    """The installed version of the first of these distributions found, read from its metadata
+    without importing it (the measuring process must not load Ray)."""
+    for name in names:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None
+
+
 def device_info(device_type: str) -> dict:
     import torch
 
@@ -49,6 +65,9 @@ def device_info(device_type: str) -> dict:
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
         "python_version": platform.python_version(),
+        "triton_version": package_version(*TRITON_DISTRIBUTIONS),
+        "transformers_version": package_version("transformers"),
+        "ray_version": package_version("ray"),
         "hostname": socket.gethostname(),
         "device_type": device_type,
         "device_name": _cpu_name(),

@@ -19,10 +19,11 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 @pytest.fixture(scope="session")
 def ray_local():
-    """A real local Ray, started once (about 5 s on 2 cores) and shared by every test."""
+    """A real private local Ray, started once (about 5 s on 2 cores) and shared by every test:
+    never a `ray start` cluster that happens to run on this machine."""
     from sweeper.run import ray_tune as runner
 
-    runner.connect(None)
+    runner.connect("local")
     yield
     import ray
 

@@ -295,16 +295,30 @@ def test_base_image_is_an_official_pytorch_cuda_runtime(dockerfile):
     assert froms and froms[0].split()[0] == "${BASE_IMAGE}", "FROM must use ${BASE_IMAGE}"
 
 
-def test_dockerfile_installs_the_project_with_the_ray_pin(dockerfile):
+def test_dockerfile_installs_dependencies_with_the_ray_pin_before_copying_the_code(dockerfile):
+    """A code change must not reinstall Ray and transformers: the dependency layer comes first."""
     (version,) = ray_pins(CLUSTER_YAML.read_text())
-    installs = dockerfile_pip_installs(dockerfile)
-    project = [args for args in installs if "." in args]
-    assert project, f"no `pip install ... .` in docker/Dockerfile: {installs}"
-    ray_args = [a for a in project[0] if re.match(r"ray(\[|==)", a)]
-    assert ray_args, f"the project install does not pin Ray: {project[0]}"
-    extras = re.match(r"ray(?:\[([^\]]*)\])?==(.+)$", ray_args[0])
-    assert extras and extras.group(2) == version, f"{ray_args[0]} does not pin ray=={version}"
-    assert "tune" in (extras.group(1) or "").split(","), f"{ray_args[0]} lacks the tune extra"
+    steps = [(k, a, dockerfile_pip_installs([(k, a)])) for k, a in dockerfile]
+    code_copy = next(i for i, (k, a, _) in enumerate(steps) if k == "COPY" and a.split()[0] == "sweeper")
+    deps = [(i, args) for i, (_, _, installs) in enumerate(steps) for args in installs
+            if any(re.match(r"ray(\[|==)", a) for a in args)]
+    assert deps, "no `pip install ray[...]==...` in docker/Dockerfile"
+    at, args = deps[0]
+    assert at < code_copy, "the Ray install runs after COPY sweeper: every code change would redo it"
+    assert "-r" in args, f"the dependency install does not take pyproject's dependencies: {args}"
+    extras = re.match(r"ray(?:\[([^\]]*)\])?==(.+)$", next(a for a in args if re.match(r"ray(\[|==)", a)))
+    assert extras and extras.group(2) == version, f"{args} does not pin ray=={version}"
+    assert "tune" in (extras.group(1) or "").split(","), f"{args} lacks the tune extra"
+    project = [(i, a) for i, (_, _, installs) in enumerate(steps) for a in installs if "." in a]
+    assert project and project[0][0] > code_copy and "--no-deps" in project[0][1], project
+
+
+def test_cpu_variant_pins_the_base_images_torch(dockerfile):
+    args = dict(a.split("=", 1) for k, a in dockerfile if k == "ARG" and "=" in a)
+    base_torch = OFFICIAL_CUDA_RUNTIME_RE.match(base_image_default(dockerfile))["torch"]
+    assert args["TORCH_CPU_VERSION"] == base_torch
+    cpu = [a for installs in dockerfile_pip_installs(dockerfile) for a in installs if a.startswith("torch")]
+    assert cpu == ["torch==${TORCH_CPU_VERSION}", "torchvision==${TORCHVISION_CPU_VERSION}"], cpu
 
 
 def test_image_runs_as_a_non_root_user(dockerfile):

@@ -238,7 +238,7 @@ def test_each_row_is_on_disk_before_the_next(tmp_path):
 
     class FakeTrial:
         def __init__(self, tid):
-            self.config = {"payload": {"trial": {"trial_id": tid}}}
+            self.config = {"trial_id": tid}  # what Tune holds of a trial: its flat parameters
             self.error_file, self.num_failures = str(tmp_path / "missing-error.txt"), 2
 
     for i, t in enumerate(trials[:3]):

@@ -83,8 +83,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
              len(trials) - len(todo), device, state.results_path)
     state.save_manifest()
-    if todo:
-        runner.run_sweep(state, todo, device)
+    missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback) if todo else []
     print(summary_table(state.rows) if state.rows else "no rows")
     if state.rows:
         print(baseline_check(_frame(state)))
@@ -95,7 +94,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
         path = write_report(_frame(state), results_dir / "report.html", title=f"sweeper: {spec.name}")
         print(f"report: {path}")
-    return 0 if len(state.pending(trials)) == 0 else 1
+    return 1 if missing else 0
 
 
 def baseline_check(df) -> str:
@@ -143,8 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)", parents=common)
     run.add_argument("spec", help="sweep spec (YAML)")
     run.add_argument("--results", help="results directory (default: the spec's results_dir or results/NAME)")
-    run.add_argument("--address", help="Ray cluster to attach to: auto, HOST:PORT or ray://HOST:10001; "
-                     "default: start a local Ray on this machine")
+    run.add_argument("--address", help="Ray to use: HOST:PORT, ray://HOST:10001, auto, or local (a new private "
+                     "Ray); default: RAY_ADDRESS, else a `ray start` cluster on this machine, else a new local Ray")
+    run.add_argument("--storage", help="where Tune keeps its logs and state: a directory or a URI such as "
+                     "s3://bucket/path (default: RESULTS/tune); the rows stay in RESULTS/results.parquet")
+    run.add_argument("--callback", action="append", choices=["wandb", "mlflow"], default=[],
+                     help="also log every trial to W&B or MLflow (needs that package); repeatable")
     run.add_argument("--resume", action="store_true", help="finish the sweep in --results: run missing trials only")
     run.add_argument("--retry-failed", action="store_true", help="like --resume, and rerun crashed/timeout trials")
     run.add_argument("--no-report", action="store_true", help="do not write report.html at the end")

@@ -1,22 +1,27 @@
-"""The only module that imports Ray: start or attach to Ray, run each trial as a Ray Tune
-trial (one GPU each by default, anywhere in the cluster), and gather rows on the driver.
+"""Ray for a sweep: attach to or start Ray by Ray's own address rules, run each trial as a
+Ray Tune trial (one GPU each by default, anywhere in the cluster), and gather rows on the driver.
+With run/search.py (what Tune sees of a trial, and which trial runs next), the only Ray code.
 
 Rows travel back as Tune results, so no shared file system is needed; the driver writes
-each one durably the moment it arrives.
+each one durably to Parquet the moment it arrives. Tune keeps its own records too (flat
+metrics and parameters, JSON, CSV and TensorBoard logs) under RESULTS/tune or `--storage`.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
-import shutil
-import tempfile
+import signal
+import socket
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "64")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tables, our progress lines only
@@ -24,31 +29,79 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tabl
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
+from sweeper.run import search  # noqa: E402
 from sweeper.run.isolate import user_import_path  # noqa: E402
-from sweeper.run.progress import Progress  # noqa: E402
-from sweeper.spec.schema import SweepSpec  # noqa: E402
+from sweeper.run.progress import Progress, kind  # noqa: E402
 from sweeper.run.state import SweepError, SweepState  # noqa: E402
+from sweeper.spec.schema import SweepSpec  # noqa: E402
 from sweeper.spec.trials import Trial  # noqa: E402
 
 log = logging.getLogger(__name__)
+PROBE_S = 10.0
+"""How long an address may refuse connections (a head still starting) before the sweep gives up."""
+CONNECT_S = 25.0
+"""Ray's own connect must finish within this (the whole command then ends within 30 s)."""
+CALLBACKS = {"wandb": ("wandb", "ray.air.integrations.wandb", "WandbLoggerCallback"),
+             "mlflow": ("mlflow", "ray.air.integrations.mlflow", "MLflowLoggerCallback")}
 
 
 def connect(address: str | None) -> None:
-    """Attach to `address` (auto, HOST:PORT, ray://HOST:10001) or start a local Ray.
-
-    A local Ray started here has no dashboard and no job API (nothing serves port 8265),
-    and it is always a new one: never a `ray start` cluster found on this machine.
-    """
+    """Ray's own rules: no address is plain `ray.init()` (RAY_ADDRESS, else the `ray start`
+    cluster running on this machine, else a new local Ray without dashboard); `local` is always
+    a new private Ray; `auto`, HOST:PORT and ray://HOST:PORT attach to a cluster. An address
+    with nothing behind it is a SweepError naming it, raised within CONNECT_S."""
     if ray.is_initialized():
         return
     for name in ("ray.tune", "ray.train", "ray.air"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    if target not in (None, "auto", "local"):
+        _probe(target)
     common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
-                              "configure_logging": True}
-    if address:
+                              "configure_logging": True, "include_dashboard": False}
+    watchdog = threading.Timer(CONNECT_S, _give_up, args=(target,))
+    watchdog.daemon = True
+    if target not in (None, "local"):
+        watchdog.start()
+    try:
         ray.init(address=address, **common)
-    else:
-        ray.init(address="local", include_dashboard=False, dashboard_host="127.0.0.1", **common)
+    except ConnectionError as e:
+        raise SweepError(f"cannot attach to Ray at {target}: {' '.join(str(e).split())[:300]}") from None
+    finally:
+        watchdog.cancel()
+    signal.signal(signal.SIGTERM, _interrupt)  # ray.init installed sys.exit; stop like Ctrl-C instead
+
+
+def _probe(address: str) -> None:
+    """Raise SweepError unless something accepts TCP connections at the address's host and port."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    try:
+        host, port = parts.hostname, parts.port or 10001
+    except ValueError:
+        host, port = None, None
+    if not host:
+        raise SweepError(f"--address {address}: not HOST:PORT, ray://HOST:PORT, auto or local")
+    deadline = time.monotonic() + PROBE_S
+    while True:
+        try:
+            socket.create_connection((host, port), timeout=2.0).close()
+            return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise SweepError(f"no Ray cluster at {address} ({e.strerror or e}); start one with "
+                                 "`ray start --head`, or leave out --address for a local Ray") from None
+            time.sleep(0.5)
+
+
+def _give_up(address: str) -> None:
+    """Ray's connect blocks in native code, where no signal handler runs: end the process."""
+    log.error("sweeper: error: Ray at %s did not answer within %.0f s", address, CONNECT_S)
+    logging.shutdown()
+    os._exit(2)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def resolve_device(spec: SweepSpec) -> str:
@@ -59,14 +112,14 @@ def resolve_device(spec: SweepSpec) -> str:
     return "cuda" if wanted == "cuda" or (wanted == "auto" and gpus > 0) else "cpu"
 
 
-def _trainable(config: dict[str, Any]) -> None:
-    """Runs in a Ray worker: measure in fresh subprocesses, report the row to the driver."""
+def _trainable(config: dict[str, Any], payloads: dict[str, dict[str, Any]], max_retries: int) -> None:
+    """Runs in a Ray worker: measure in fresh subprocesses, report flat metrics and the row."""
     from sweeper.run.isolate import run_trial
 
-    row = run_trial(config["payload"], max_retries=config["max_retries"])
+    row = run_trial(payloads[config["trial_id"]], max_retries=max_retries)
     row["node_ip"] = ray.util.get_node_ip_address()
     row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
-    tune.report({"row_json": json.dumps(row, default=str)})
+    tune.report({**search.metrics_of(row), "row_json": json.dumps(row, default=str)})
 
 
 class _Collector(tune.Callback):
@@ -115,7 +168,7 @@ def _failure_text(trial: Any) -> str:
 
 
 def _trial_name(trial: Any) -> str:
-    return trial.config["payload"]["trial"]["trial_id"]
+    return trial.config["trial_id"]
 
 
 def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
@@ -131,33 +184,66 @@ def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
     return max(1, min(shares, default=1)), True
 
 
-def run_sweep(state: SweepState, trials: list[Trial], device: str) -> None:
-    """Run `trials` (already filtered for resume) and record every one in `state`."""
+def _storage(state: SweepState, storage: str | None) -> str:
+    """Where Tune keeps its records: RESULTS/tune, or a URI any pyarrow file system serves."""
+    if storage is None:
+        return str((state.dir / "tune").resolve())
+    import pyarrow.fs
+
+    try:
+        pyarrow.fs.FileSystem.from_uri(storage)
+    except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError, OSError, ValueError) as e:
+        raise SweepError(f"--storage {storage}: {' '.join(str(e).split())[:200]}") from None
+    return storage
+
+
+def logger_callbacks(names: list[str], spec: SweepSpec) -> list[tune.Callback]:
+    """Tune logger callbacks by name (wandb, mlflow), each only where its package is installed."""
+    found: list[tune.Callback] = []
+    for name in names:
+        package, module, cls = CALLBACKS[name]
+        if importlib.util.find_spec(package) is None:
+            raise SweepError(f"--callback {name} needs the {package} package: pip install {package}")
+        callback = getattr(importlib.import_module(module), cls)
+        found.append(callback(project=spec.name) if name == "wandb" else callback(experiment_name=spec.name))
+    return found
+
+
+def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
+    known = {r["trial_id"]: {"params": search.params_of(r), "metrics": search.metrics_of(r)} for r in state.rows}
+    return search.make_search(state.spec.search, {t.trial_id: search.params_of(t.to_dict()) for t in trials},
+                              known)
+
+
+def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
+              callbacks: list[str] | None = None) -> list[str]:
+    """Run `trials` (already filtered for resume), or the spec's search over them, and record
+    every trial that runs in `state`. Returns the ids of trials started but left without a row."""
     r = state.spec.resources
     cpus, pinned = cpus_per_trial(state.spec, device)
     resources = {"cpu": cpus, "gpu": r.gpus_per_trial if device == "cuda" else 0}
     # CPU trials share the host's cores: run them one at a time unless the spec says otherwise.
     concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)
     gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
-    progress = Progress.of(trials, slots=concurrent or max(1, gpus))
+    searcher = _settings(state, trials)
+    planned = len(searcher.first) + searcher.budget
+    progress = Progress(total=planned, slots=concurrent or max(1, gpus), kinds={t.trial_id: kind(t) for t in trials})
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
     import_path = user_import_path()  # where the driver found the spec's factories
-    payloads = [{"trial": t.to_dict(), "device": device, "import_path": import_path,
-                 "pin_cpus": cpus if pinned else None} for t in trials]
-    storage = tempfile.mkdtemp(prefix="sweeper-tune-")
-    try:
-        tuner = tune.Tuner(
-            tune.with_resources(_trainable, resources),
-            param_space={"payload": tune.grid_search(payloads), "max_retries": r.max_retries},
-            tune_config=tune.TuneConfig(num_samples=1, max_concurrent_trials=concurrent, reuse_actors=True,
-                                        trial_name_creator=_trial_name, trial_dirname_creator=_trial_name),
-            run_config=tune.RunConfig(name=state.sweep_id, storage_path=storage, verbose=0,
-                                      callbacks=[collector],
-                                      failure_config=tune.FailureConfig(max_failures=r.max_retries)),
-        )
-        tuner.fit()
-    finally:
-        shutil.rmtree(storage, ignore_errors=True)
-    missing = [t for t in trials if t.trial_id not in collector.done]
-    for t in missing:  # Tune ended without a result or an error for these (e.g. interrupted)
-        log.warning("no result for trial %s (%s)", t.trial_id, t.label)
+    payloads = {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path,
+                             "pin_cpus": cpus if pinned else None} for t in trials}
+    tuner = tune.Tuner(
+        tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries),
+                            resources),
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
+                                    reuse_actors=True, trial_name_creator=_trial_name,
+                                    trial_dirname_creator=_trial_name),
+        run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}", storage_path=_storage(state, storage),
+                                  verbose=0, callbacks=[collector, *logger_callbacks(callbacks or [], state.spec)],
+                                  failure_config=tune.FailureConfig(max_failures=r.max_retries)),
+    )
+    tuner.fit()
+    missing = [tid for tid in searcher.suggested if tid not in collector.done]
+    for tid in missing:  # Tune ended without a result or an error for these (e.g. interrupted)
+        log.warning("no result for trial %s (%s)", tid, collector.trials[tid].label)
+    return missing

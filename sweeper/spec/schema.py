@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from sweeper.spec.base import Strict
 from sweeper.spec.sections import (Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources,
                                    check_name)
+from sweeper.spec.search import SearchSpec
 from sweeper.spec.workload import WorkloadSpec
 
 
@@ -42,6 +43,8 @@ class SweepSpec(Strict):
     """Named input streams; each applies to every model of its task instead of the fixed seq_len grid."""
     results_dir: str | None = None
     """Where rows and the report go; default results/<name>. Relative to the working directory."""
+    search: SearchSpec = Field(default_factory=SearchSpec)
+    """Which settings run: the whole grid (default) or a budgeted search (sweeper.spec.search)."""
 
     @field_validator("name")
     @classmethod
@@ -84,8 +87,9 @@ class SweepSpec(Strict):
         return self
 
     def identity(self) -> dict[str, Any]:
-        """Everything that changes what a trial measures (not its description or output place)."""
-        return self.model_dump(mode="json", exclude={"description", "results_dir"})
+        """Everything that changes what a trial measures (not its description, output place, or
+        which settings a search picks: a row measured under any search is the same row)."""
+        return self.model_dump(mode="json", exclude={"description", "results_dir", "search"})
 
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,165 @@
+"""Ray's address rules, as a Ray user meets them: `sweeper run` with no --address joins the
+cluster RAY_ADDRESS names (a real `ray start --head` on this machine, with its dashboard), so
+`ray job submit -- sweeper run SPEC` runs its trials on that cluster; `--address local` is a
+private Ray even then; an address with nothing behind it fails in one line within 30 s; and
+SIGTERM at any moment ends the driver, keeping the rows written and leaving no process behind.
+
+The cluster has its own temp dir, ports and auth token, and is torn down by the ids of the
+processes started here (never `ray stop`, which would stop every Ray on the machine).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+from conftest import REPO, tiny_spec, write_spec
+from test_multinode import _cluster_env, _free_port, _stop
+
+SWEEP_TIMEOUT_S = 240
+SPEC = tiny_spec("addr", axes={"mode": ["eager"], "batch_size": [1, 2], "seq_len": [16]},
+                 resources={"device": "cpu", "max_concurrent_trials": 1})
+_NODE_ID = "import ray; ray.init(log_to_driver=False, logging_level='ERROR'); " \
+           "print(ray.get_runtime_context().get_node_id())"
+
+
+@dataclass
+class Head:
+    gcs: str
+    dashboard: str
+    env: dict[str, str]  # RAY_ADDRESS and this cluster's token
+    node_id: str
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[Head]:
+    temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-ad-"))  # short: Ray's Unix sockets live under it
+    env = _cluster_env()
+    gcs, dashboard = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+    cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
+           f"--port={gcs.rsplit(':', 1)[1]}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
+           f"--dashboard-port={dashboard.rsplit(':', 1)[1]}", f"--dashboard-agent-listen-port={_free_port()}",
+           "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp_dir}", f"--object-store-memory={100 * 2**20}",
+           "--disable-usage-stats"]
+    log = open(temp_dir / "head.log", "w")
+    started = [subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                cwd=temp_dir)]
+    try:
+        deadline = time.monotonic() + 90
+        while "Ray runtime started" not in (temp_dir / "head.log").read_text():
+            if started[0].poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"ray start failed:\n{(temp_dir / 'head.log').read_text()[-3000:]}")
+            time.sleep(0.3)
+        env = {**env, "RAY_ADDRESS": gcs}
+        out = subprocess.run([sys.executable, "-c", _NODE_ID], env=env, capture_output=True, text=True, timeout=90)
+        assert out.returncode == 0, out.stderr[-3000:]
+        yield Head(gcs, f"http://{dashboard}", env, out.stdout.split()[-1])
+    finally:
+        _stop(started)
+        log.close()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def _sweep(env: dict[str, str], work: Path, *flags: str) -> subprocess.CompletedProcess:
+    spec = write_spec(work, SPEC)
+    cmd = [sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(work / "out"), "--no-report", *flags]
+    return subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+
+
+def _node_ids(work: Path) -> set[str]:
+    df = pd.read_parquet(work / "out" / "results.parquet")
+    assert len(df) == 2 and (df.status == "ok").all(), df[["status", "error"]]
+    return set(df.node_id)
+
+
+@pytest.mark.slow
+def test_no_address_joins_the_cluster_ray_address_names(head, tmp_path):
+    out = _sweep(head.env, tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _node_ids(tmp_path) == {head.node_id}
+
+
+@pytest.mark.slow
+def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path):
+    out = _sweep(head.env, tmp_path, "--address", "local")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert head.node_id not in _node_ids(tmp_path)
+
+
+@pytest.mark.slow
+def test_ray_job_submit_runs_the_sweep_on_the_cluster(head, tmp_path):
+    spec = write_spec(tmp_path, SPEC)
+    ray_cli = [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
+    cmd = [*ray_cli, "job", "submit", "--address", head.dashboard, "--", sys.executable, "-m", "sweeper", "run",
+           str(spec), "--results", str(tmp_path / "out"), "--no-report"]
+    env = {k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}  # the job's own driver gets it from Ray
+    out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+    assert out.returncode == 0 and "succeeded" in out.stdout, (out.stdout[-3000:], out.stderr[-3000:])
+    assert _node_ids(tmp_path) == {head.node_id}
+
+
+@pytest.mark.parametrize("where", ["--address", "RAY_ADDRESS"])
+def test_an_address_with_no_cluster_fails_in_one_line_within_30_s(tmp_path, where):
+    address = f"127.0.0.1:{_free_port()}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    flags = ["--address", address] if where == "--address" else []
+    if where == "RAY_ADDRESS":
+        env["RAY_ADDRESS"] = address
+    t0 = time.monotonic()
+    out = _sweep(env, tmp_path, *flags)
+    assert out.returncode == 2 and time.monotonic() - t0 < 30
+    assert out.stderr.strip().splitlines() == [f"sweeper: error: no Ray cluster at {address} (Connection refused); "
+                                               "start one with `ray start --head`, or leave out --address for a "
+                                               "local Ray"]
+    assert not list((tmp_path / "out").iterdir())  # checked writable before Ray, nothing written
+
+
+def _ours(trial_ids: list[str]) -> list[psutil.Process]:
+    """Live processes measuring one of these trials (their command line names the trial's work dir)."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if "sweeper.measure" in line and any(f"sweeper-{t}-" in line for t in trial_ids):
+            found.append(p)
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, where):
+    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.trials import expand
+
+    spec = tiny_spec("term", axes={"mode": ["eager"], "batch_size": [1, 2, 3, 4, 5, 6], "seq_len": [16]},
+                     measure={"min_window_s": 0.6}, resources={"device": "cpu", "max_concurrent_trials": 1})
+    ids = [t.trial_id for t in expand(parse_spec(spec))[0]]
+    cmd = [sys.executable, "-m", "sweeper", "run", str(write_spec(tmp_path, spec)), "--results",
+           str(tmp_path / "out"), "--no-report", *(["--address", "local"] if where == "local" else [])]
+    driver = subprocess.Popen(cmd, env=head.env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, start_new_session=True)
+    results, deadline = tmp_path / "out" / "results.parquet", time.monotonic() + SWEEP_TIMEOUT_S
+    while not (results.exists() and _ours(ids)):  # one row written and the next trial measuring
+        assert driver.poll() is None and time.monotonic() < deadline, driver.communicate()
+        time.sleep(0.2)
+    tree = psutil.Process(driver.pid).children(recursive=True)
+    t0 = time.monotonic()
+    driver.send_signal(signal.SIGTERM)
+    _, err = driver.communicate(timeout=30)
+    assert driver.returncode == 130, err[-3000:]
+    assert "interrupted; finished trials are saved" in err
+    _, alive = psutil.wait_procs([*tree, *_ours(ids)], timeout=max(1.0, 30 - (time.monotonic() - t0)))
+    assert not alive, [(p.pid, p.name()) for p in alive]
+    df = pd.read_parquet(results)
+    assert len(df) >= 1 and (df.status == "ok").all() and set(df.trial_id) <= set(ids)

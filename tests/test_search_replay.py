@@ -1,0 +1,44 @@
+"""The replay benchmark's arithmetic (hypervolume, front, grid order) on hand-made points, and a
+short replay of a committed H200 sweep through the searchers `sweeper run` uses."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import search_replay as bench  # noqa: E402
+from replay_table import generated_table  # noqa: E402
+
+
+def test_hypervolume_of_hand_made_fronts():
+    assert bench.hypervolume([(0.5,)], (1.0,)) == pytest.approx(0.5)
+    assert bench.hypervolume([(0.0, 0.5), (0.5, 0.0)], (1.0, 1.0)) == pytest.approx(0.75)
+    assert bench.hypervolume([(0.0, 0.0, 0.0)], (1.0, 2.0, 3.0)) == pytest.approx(6.0)
+    cubes = [(0.0, 0.5, 0.5), (0.5, 0.0, 0.5), (0.5, 0.5, 0.0)]
+    assert bench.hypervolume(cubes, (1.0, 1.0, 1.0)) == pytest.approx(3 * 0.25 - 3 * 0.125 + 0.125)
+    assert bench.hypervolume([(2.0, 0.0)], (1.0, 1.0)) == 0.0
+    assert sorted(bench.front([(0, 1), (1, 0), (1, 1), (0, 1)])) == [(0, 1), (0, 1), (1, 0)]
+
+
+def test_generated_table_is_a_full_study_in_grid_order():
+    df = generated_table()
+    assert len(df) == 520 and df.trial_id.is_unique and (df["mode"] == "eager").sum() == 40
+    assert bench.grid_order(df).trial_id.tolist() == df.trial_id.tolist()  # generated in grid order
+    ok = df[df.status == "ok"]
+    assert ok.throughput_items_s.gt(0).all() and ok.peak_mem_gib.gt(0).all()
+
+
+def test_a_short_replay_of_the_h200_smoke_sweep():
+    df = pd.read_parquet(REPO / "experiments" / "results" / "h200" / "gpu_smoke" / "results.parquet")
+    s = bench.study("smoke", df, seeds=2, search_share=1.0)
+    assert s["settings"] == 48 and s["eager"] == 16
+    for algorithm, curves in s["curves"].items():
+        for c in curves:
+            assert np.all(np.diff(c) >= -1e-12) and len(c) == 48, algorithm  # every trial, once
+            assert c[-1] == pytest.approx(1.0)  # the whole table holds the whole front
