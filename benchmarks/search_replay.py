@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replay_table import generated_table  # noqa: E402
 
 from sweeper.run.search import make_search, metrics_of, params_of  # noqa: E402
-from sweeper.spec.schema import MODES  # noqa: E402
+from sweeper.results.schema import MODES  # noqa: E402
 from sweeper.spec.search import SearchSpec  # noqa: E402
 
 log = logging.getLogger("search_replay")

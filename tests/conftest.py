@@ -42,6 +42,7 @@ def no_ray(monkeypatch):
 
     fake = types.ModuleType("sweeper.run.ray_tune")
     fake.connect = fake.run_sweep = fake.resolve_device = refuse
+    fake.check_options = lambda storage, callbacks: None  # checks flags, starts nothing
     monkeypatch.setitem(sys.modules, "sweeper.run.ray_tune", fake)
     # `from sweeper.run import ray_tune` reads the package attribute first, when an earlier test imported it
     monkeypatch.setattr(sweeper.run, "ray_tune", fake, raising=False)

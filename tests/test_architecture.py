@@ -43,14 +43,13 @@ NEVER_IMPORTS: dict[str, tuple[str, ...]] = {
     "spec": ("torch", "torchvision", "ray"),  # `sweeper validate` is instant (a text workload's
                                                # tokenizer comes from transformers, without torch)
 }
-RAY_MODULE = "sweeper.run.ray_tune"
-"""The only module that imports Ray."""
+RAY_MODULES = ("sweeper.run.ray_tune", "sweeper.run.search")
+"""The only modules that import Ray: the runner and the Tune searcher it drives."""
 
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 40
 
-PENDING_REWRITE = ("sweeper/measure/", "sweeper/report/", "sweeper/cli/", "sweeper/analysis/recommend",
-                   "sweeper/run/ray_tune.py", "sweeper/run/isolate.py")
+PENDING_REWRITE: tuple[str, ...] = ()
 """Being rewritten now (the measuring pipeline, the report and the CLI, the one ranking rule, the
 runner): exempt from the size limits until that work lands; the import rules hold for them."""
 DATA_TABLES = {"sweeper/results/schema.py": "COLUMNS, the row contract's table of columns"}
@@ -177,8 +176,8 @@ def third_party_violations(edges: list[Import]) -> list[str]:
     for e in edges:
         if e.target in NEVER_IMPORTS.get(layer(e.source), ()):
             bad.append(f"{e.source}:{e.line} imports {e.target}")
-        elif e.target == "ray" and e.source != RAY_MODULE:
-            bad.append(f"{e.source}:{e.line} imports ray (only {RAY_MODULE} may)")
+        elif e.target == "ray" and e.source not in RAY_MODULES:
+            bad.append(f"{e.source}:{e.line} imports ray (only {', '.join(RAY_MODULES)} may)")
     return bad
 
 

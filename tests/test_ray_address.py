@@ -109,6 +109,7 @@ def test_ray_job_submit_runs_the_sweep_on_the_cluster(head, tmp_path):
     assert _node_ids(tmp_path) == {head.node_id}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["--address", "RAY_ADDRESS"])
 def test_an_address_with_no_cluster_fails_in_one_line_within_30_s(tmp_path, where):
     address = f"127.0.0.1:{_free_port()}"

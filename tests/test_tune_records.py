@@ -81,6 +81,7 @@ def test_tensorboard_events_carry_the_metrics_and_hparams(grid_sweep):
         assert {"ray/tune/throughput_items_s", "ray/tune/status_code", "_hparams_/session_start_info"} <= tags
 
 
+@pytest.mark.slow
 def test_optuna_search_measures_baselines_and_its_budget_only(ray_local, tmp_path):
     axes = {**AXES, "dynamic": [None, False, True]}
     spec = write_spec(tmp_path, tiny_spec("search", axes=axes, search={"algorithm": "optuna", "max_trials": 2,
@@ -95,6 +96,7 @@ def test_optuna_search_measures_baselines_and_its_budget_only(ray_local, tmp_pat
     assert not (tmp_path / "out" / "tune").exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("flags", "message"), [
     (["--storage", "nosuchscheme://bucket/x"], "--storage nosuchscheme://bucket/x: "),
     (["--callback", "mlflow"], "--callback mlflow needs the mlflow package: pip install mlflow"),

@@ -77,6 +77,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         log.info("dropped %s: %s", d.config, d.reason)
     from sweeper.run import ray_tune as runner  # Ray is imported only when a sweep really runs
 
+    runner.check_options(args.storage, args.callback)
     t0 = time.monotonic()
     runner.connect(args.address)
     device = runner.resolve_device(spec)

@@ -19,7 +19,7 @@ from sweeper.analysis.recommend import Limits, RecommendError, recommend_all
 from sweeper.report.page import DEFAULT_TITLE, write_report
 from sweeper.results.schema import ResultsError
 from sweeper.results.store import read_results
-from sweeper.spec.schema import Phase, Precision
+from sweeper.spec.sections import Phase, Precision
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from torch import nn
 from sweeper import zoo
 from sweeper.measure.memory import cap_memory
 from sweeper.measure.timing import sync
-from sweeper.spec.schema import InputSpec
+from sweeper.spec.sections import InputSpec
 from sweeper.spec.trials import Trial
 from sweeper.zoo.bundle import Batch, Bundle, mse_loss, output_tensor, xent_loss
 

@@ -184,10 +184,25 @@ def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
     return max(1, min(shares, default=1)), True
 
 
+def check_options(storage: str | None, callbacks: list[str]) -> None:
+    """Refuse a --storage URI no file system serves, or a --callback whose package is missing,
+    before anything starts."""
+    if storage is not None:
+        _storage_uri(storage)
+    for name in callbacks:
+        package = CALLBACKS[name][0]
+        if importlib.util.find_spec(package) is None:
+            raise SweepError(f"--callback {name} needs the {package} package: pip install {package}")
+
+
 def _storage(state: SweepState, storage: str | None) -> str:
     """Where Tune keeps its records: RESULTS/tune, or a URI any pyarrow file system serves."""
     if storage is None:
         return str((state.dir / "tune").resolve())
+    return _storage_uri(storage)
+
+
+def _storage_uri(storage: str) -> str:
     import pyarrow.fs
 
     try:
@@ -201,9 +216,8 @@ def logger_callbacks(names: list[str], spec: SweepSpec) -> list[tune.Callback]:
     """Tune logger callbacks by name (wandb, mlflow), each only where its package is installed."""
     found: list[tune.Callback] = []
     for name in names:
-        package, module, cls = CALLBACKS[name]
-        if importlib.util.find_spec(package) is None:
-            raise SweepError(f"--callback {name} needs the {package} package: pip install {package}")
+        _, module, cls = CALLBACKS[name]
+        check_options(None, [name])
         callback = getattr(importlib.import_module(module), cls)
         found.append(callback(project=spec.name) if name == "wandb" else callback(experiment_name=spec.name))
     return found
