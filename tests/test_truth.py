@@ -243,3 +243,13 @@ def test_new_columns_are_schema_columns(tmp_path):
         assert key in row and key in COLUMN_NAMES, key
     assert json.loads((tmp_path / "row.json").read_text())["status"] == "ok"
     assert Trial.from_json(compiled.to_json()) == compiled
+
+
+def test_reported_interval_is_never_narrower_than_the_run_to_run_floor():
+    from sweeper.measure.timing import RUN_TO_RUN_FLOOR, speedup_interval
+
+    low, high = speedup_interval(_stats([2.0] * 16), _stats([1.0] * 16))
+    assert (low, high) == pytest.approx((2.0 * (1 - RUN_TO_RUN_FLOOR), 2.0 * (1 + RUN_TO_RUN_FLOOR)))
+    rng = random.Random(3)
+    wide = speedup_interval(_stats([2.0 * (1 + 0.5 * rng.random()) for _ in range(16)]), _stats([1.0] * 16))
+    assert wide[1] - wide[0] > 4 * RUN_TO_RUN_FLOOR * 2.0  # noisy windows keep their own, wider interval

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from sweeper.measure import accuracy, streams
-from sweeper.measure.memory import MemoryTracker
+from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.streams import Stream
 from sweeper.measure.timing import Window, WindowStats, calibrate, fixed_window, timed_call
 from sweeper.measure.workbench import Workbench
@@ -68,17 +68,18 @@ class FixedBatch:
     def window(self, module: nn.Module, iters: int) -> Window:
         return fixed_window(lambda: self.wb.step(module), self.wb.device, iters)
 
-    def first_compiled(self, compiled: nn.Module, row: dict[str, Any],
-                       mem: MemoryTracker) -> tuple[accuracy.Verdict, float]:
+    def first_compiled(self, compiled: nn.Module, row: dict[str, Any], mem: MemoryTracker,
+                       need: DeviceNeed) -> tuple[accuracy.Verdict, float]:
         """The compiling call (row gets first_call_s), then the accuracy check; returns the verdict
-        and the peak memory of the call, the check's own memory left out."""
+        and the peak memory of the call, the check's own memory left out (of the need too)."""
         secs, got = timed_call(lambda: self.wb.first(compiled), self.wb.device)
         row["first_call_s"] = secs
         peak = mem.peak_gib()
         dev = self.wb.device
-        ref = accuracy.Reference([t.to(dev) for t in self.fp64.tensors], self.fp64.source, self.fp64.note)
-        verdict = check(self.wb, self.wb.batch, got, [t.to(dev) for t in self.eager_ref], ref)
-        del got, ref
+        with need.excluded():
+            ref = accuracy.Reference([t.to(dev) for t in self.fp64.tensors], self.fp64.source, self.fp64.note)
+            verdict = check(self.wb, self.wb.batch, got, [t.to(dev) for t in self.eager_ref], ref)
+            del got, ref
         mem.reset()
         return verdict, peak
 
@@ -142,10 +143,11 @@ class BatchStream:
     def window(self, module: nn.Module, iters: int) -> Window:
         return lambda: self._pass(module)
 
-    def first_compiled(self, compiled: nn.Module, row: dict[str, Any],
-                       mem: MemoryTracker) -> tuple[accuracy.Verdict, float]:
+    def first_compiled(self, compiled: nn.Module, row: dict[str, Any], mem: MemoryTracker,
+                       need: DeviceNeed) -> tuple[accuracy.Verdict, float]:
         """The compiling first pass, checking the first batch of each new shape after its step;
-        the checks' own memory is kept out of the returned peak (saved before, reset after)."""
+        the checks' own memory is kept out of the returned peak (saved before, reset after) and
+        out of the need."""
         seen: set[streams.Shape] = set()
         verdicts: list[accuracy.Verdict] = []
         peak = 0.0
@@ -155,7 +157,8 @@ class BatchStream:
             if sb.shape not in seen:
                 seen.add(sb.shape)
                 peak = max(peak, mem.peak_gib())
-                verdicts.append(self._check(sb, out))
+                with need.excluded():
+                    verdicts.append(self._check(sb, out))
                 mem.reset()
 
         self.first_pass[""] = self._pass(compiled, after)

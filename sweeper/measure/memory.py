@@ -11,7 +11,9 @@ end of each phase. On CPU: the process's resident high-water mark.
 
 from __future__ import annotations
 
+import contextlib
 import resource
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
@@ -60,6 +62,18 @@ class DeviceNeed:
         self.reserved_gib = max(self.reserved_gib, torch.cuda.max_memory_reserved(self.device) / GIB)
         free, total = torch.cuda.mem_get_info(self.device)
         self.used_gib = max(self.used_gib, (total - free) / GIB)
+
+    @contextlib.contextmanager
+    def excluded(self) -> Iterator[None]:
+        """Leave what the block allocates (accuracy references, float64 copies) out of the need:
+        sample before it, and after it release the cache and restart the peaks from what is live."""
+        self.sample()
+        try:
+            yield
+        finally:
+            if self.device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(self.device)
 
     def as_row(self) -> dict[str, float | None]:
         self.sample()

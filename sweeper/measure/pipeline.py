@@ -19,7 +19,7 @@ from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compiling
-from sweeper.measure.timing import (Arm, WindowStats, calibrate, paired_interval, run_interleaved, run_windows,
+from sweeper.measure.timing import (Arm, WindowStats, calibrate, run_interleaved, run_windows, speedup_interval,
                                     timed_call)
 from sweeper.measure.workbench import Workbench
 
@@ -172,7 +172,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
         with watch_compiles() as health:
             with compiling():
                 try:
-                    verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem)
+                    verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem, ctx.need)
                 except Exception as e:  # noqa: BLE001
                     raise classify(e, "compile") from e
             row.update(verdict.as_row())
@@ -189,7 +189,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
     relative_to_eager(row)
     if health.recompile_limit_hit:
         _flag_fallback(wb, row)
-    row["speedup_ci_low"], row["speedup_ci_high"] = paired_interval(eager, stats, wb.trial.measure.seed)
+    row["speedup_ci_low"], row["speedup_ci_high"] = speedup_interval(eager, stats, wb.trial.measure.seed)
 
 
 def _flag_fallback(wb: Workbench, row: dict[str, Any]) -> None:
@@ -248,10 +248,11 @@ def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]],
         mark("compiled")
         return
     need = DeviceNeed(wb.device)
-    ctx = Context(wb, make_feed(wb), row, emit, need, BusyWindows())
+    with need.excluded():  # the references' float64 copies are the check's memory, not the setting's
+        feed = make_feed(wb)
+    ctx = Context(wb, feed, row, emit, need, BusyWindows())
     if isinstance(ctx.feed, BatchStream):
         row.update(ctx.feed.stream_row())
-    need.sample()
     mark("reference")
     eager = measure_eager(ctx)
     mark("eager")

@@ -28,6 +28,7 @@ from sweeper.measure import SPAWN_TIME_ENV
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.workbench import build_workbench
 from sweeper.results.files import write_json
+from sweeper.results.schema import check_row
 from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,9 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
         row.update(trial.stream_columns())  # written first, so even a crashed row has them
 
     def emit(r: dict[str, Any]) -> None:
-        write_json(out, {k: v for k, v in r.items() if not k.startswith("_")})
+        made = {k: v for k, v in r.items() if not k.startswith("_")}
+        check_row(made)  # the row contract holds where the row is made, not only on the driver
+        write_json(out, made)
 
     started = _process_start()
     mark = _Phases(row, started)
