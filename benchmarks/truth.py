@@ -107,12 +107,20 @@ def memory(root: Path) -> list[str]:
 
 def main() -> int:
     root = Path(sys.argv[1])
-    at_once, alone = eager_spread(_load(root, "at_once")), _load(root, "alone")
-    out = ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
-    runs = {"repeat 1 (at_once)": at_once, "repeat 2": _load(root, "repeat2"), "repeat 3": _load(root, "repeat3")}
-    out += ["## Run to run", *repeats({k: v for k, v in runs.items() if not v.empty}), ""]
-    out += ["## Training accuracy against float64", *training(_load(root, "train")), ""]
-    out += ["## Memory fit", *memory(root), ""]
+    out: list[str] = []
+    if (root / "at_once").exists() and (root / "alone").exists():
+        at_once, alone = eager_spread(_load(root, "at_once")), _load(root, "alone")
+        out += ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
+    for prefix, first in (("repeat", "at_once"), ("single_repeat", None)):
+        runs = {d.name: _load(root, d.name) for d in sorted(root.glob(f"{prefix}[0-9]"))}
+        if first and (root / first).exists():
+            runs = {first: _load(root, first), **runs}
+        if len(runs) > 1:
+            out += [f"## Run to run ({prefix})", *repeats(runs), ""]
+    if (root / "train").exists():
+        out += ["## Training accuracy against float64", *training(_load(root, "train")), ""]
+    if (root / "memory_fit").exists():
+        out += ["## Memory fit", *memory(root), ""]
     if (root / "walls.txt").exists():
         out += ["## Wall times", "```", (root / "walls.txt").read_text().strip(), "```"]
     print("\n".join(out))
