@@ -10,7 +10,7 @@ import torch
 
 from sweeper.measure.accuracy import compare, default_tolerance
 from sweeper.measure.memory import MemoryTracker
-from sweeper.measure.timing import (Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved,
+from sweeper.measure.timing import (Arm, WindowStats, calibrate, fixed_window, run_interleaved,
                                     run_windows)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import frames as rows
+from sweeper.analysis import frames
 from sweeper.analysis import ranking
 
 METRICS: list[tuple[str, str, str]] = [
@@ -23,7 +23,7 @@ METRICS: list[tuple[str, str, str]] = [
 ]
 VERDICT_ORDER = ["now fails", "regression", "still fails", "improvement", "fixed",
                  "unchanged", "only in base", "only in new"]
-_KEY_COLS = ["dynamic_label" if k == "dynamic" else k for k in rows.CONFIG_KEYS]  # labels: None matches None
+_KEY_COLS = ["dynamic_label" if k == "dynamic" else k for k in frames.CONFIG_KEYS]  # labels: None matches None
 
 
 def compare_runs(
@@ -38,7 +38,7 @@ def compare_runs(
     throughput_items_s, compile_s and peak_mem_gib, status_base, status_new, error_new,
     verdict (one of VERDICT_ORDER) and changes (a readable list of what moved).
     """
-    base, new = _summarise(rows.prepare(base_df)), _summarise(rows.prepare(new_df))
+    base, new = _summarise(frames.prepare(base_df)), _summarise(frames.prepare(new_df))
     merged = base.merge(new, on=_KEY_COLS, how="outer", suffixes=("_base", "_new"), indicator=True)
     for col, _, _ in METRICS:
         b, n = merged[f"{col}_base"], merged[f"{col}_new"]
@@ -83,11 +83,11 @@ def _judge(r: pd.Series, threshold: float, compile_floor_s: float) -> tuple[str,
     if not ok_b:
         return "fixed", f"was {r['status_base']}, now ok"
     worse, better = [], []
-    if rows.flag(r.get("accurate_base")) is True and rows.flag(r.get("accurate_new")) is False:
+    if frames.flag(r.get("accurate_base")) is True and frames.flag(r.get("accurate_new")) is False:
         worse.append("now inaccurate")
     for col, direction, name in METRICS:
         pct = r[f"{col}_change_pct"]
-        if rows.is_missing(pct) or abs(pct) <= threshold:
+        if frames.is_missing(pct) or abs(pct) <= threshold:
             continue
         if col == "compile_s" and abs(r[f"{col}_new"] - r[f"{col}_base"]) <= compile_floor_s:
             continue

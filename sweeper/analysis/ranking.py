@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.frames import fmt_num
+from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.results.schema import EAGER
 
 CONTEXT = ["model", "phase", "precision", "device_name", "workload", "seq_len"]
@@ -78,7 +78,7 @@ class Standing:
 
 
 def _num(value: Any) -> float | None:
-    if value is None or value is pd.NA:
+    if is_missing(value):
         return None
     try:
         x = float(value)

@@ -26,9 +26,9 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis import frames as rows
+from sweeper.analysis import frames
+from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.analysis import ranking
-from sweeper.analysis.frames import fmt_num
 from sweeper.analysis.ranking import Candidate
 
 _FLAGS = {"phase": "--phase", "precision": "--precision", "device_name": "--device",
@@ -92,7 +92,7 @@ def recommend(df: pd.DataFrame, model: str, phase: str | None = None, precision:
     """The best setting of `model` in the one context the filters leave; RecommendError when several."""
     filters = {"phase": phase, "precision": precision, "device_name": device_name, "seq_len": seq_len,
                "workload": workload}
-    data = select(rows.prepare(df), model, batch_size=batch_size, **filters)
+    data = select(frames.prepare(df), model, batch_size=batch_size, **filters)
     ambiguous = [f"{_FLAGS[d]} ({' | '.join(_choices(data[d]))})" for d in _FLAGS
                  if filters[d] is None and len(_choices(data[d])) > 1]
     if ambiguous:
@@ -104,7 +104,7 @@ def recommend(df: pd.DataFrame, model: str, phase: str | None = None, precision:
 def recommend_all(df: pd.DataFrame, model: str | None = None, limits: Limits = Limits(),
                   **filters: Any) -> list[Recommendation]:
     """One recommendation per context of `model` (every model when None) that the filters leave."""
-    data = select(rows.prepare(df), model, batch_size=limits.batch_size, **filters)
+    data = select(frames.prepare(df), model, batch_size=limits.batch_size, **filters)
     groups = data.groupby(ranking.CONTEXT, dropna=False, sort=True)
     return [recommend_context(ctx.reset_index(drop=True), limits) for _, ctx in groups]
 
@@ -172,7 +172,7 @@ def _baseline_rows(data: pd.DataFrame) -> list[dict[str, Any]]:
     agg = src.groupby("batch_size").agg(
         throughput_items_s=("eager_throughput_items_s", "median"),
         peak_mem_gib=("eager_peak_mem_gib", "median")).reset_index()
-    agg = agg.assign(mode=rows.EAGER, is_eager=True, status="ok", compile_s=0.0, dynamic=None,
+    agg = agg.assign(mode=frames.EAGER, is_eager=True, status="ok", compile_s=0.0, dynamic=None,
                      dynamic_label="None", speedup_vs_eager=1.0, backend=None,
                      trial_id=None, accuracy_ok=pd.NA, recompile_limit_hit=None)
     return agg.to_dict("records")
@@ -184,7 +184,7 @@ def _split(records: list[dict[str, Any]], limits: Limits) -> tuple[list[dict[str
     for row in records:
         why = _exclusion(row, limits.max_memory_gib, limits.max_compile_s)
         if why:
-            excluded.append(Exclusion(rows.setting_label(row), _opt_str(row.get("trial_id")), *why))
+            excluded.append(Exclusion(frames.setting_label(row), _opt_str(row.get("trial_id")), *why))
         else:
             ok.append(row)
     return ok, excluded
@@ -196,7 +196,7 @@ def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | 
         err = str(row.get("error") or "").strip().splitlines()
         return "failed", f"status {row['status']}" + (f": {err[0][:160]}" if err else "")
     if not row["is_eager"]:
-        if row["accuracy_ok"] is pd.NA or row["accuracy_ok"] is None:
+        if is_missing(row["accuracy_ok"]):
             return "accuracy unchecked", "accuracy not checked"
         if not bool(row["accuracy_ok"]):
             return "inaccurate", (f"inaccurate: rel_err {fmt_num(row.get('rel_err'))} > "
@@ -209,19 +209,19 @@ def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | 
     if max_mem is not None and (mem is None or mem > max_mem):
         return "over memory limit", (f"peak memory {fmt_num(mem)} GiB > limit {fmt_num(max_mem)} GiB"
                                      if mem is not None else "peak memory not measured")
-    cost = rows.compile_cost_s(row)
+    cost = frames.compile_cost_s(row)
     if max_compile is not None and not cost <= max_compile:
-        what = "compiles over the stream" if rows.is_stream(row) else "cold compile"
+        what = "compiles over the stream" if frames.is_stream(row) else "cold compile"
         return "over compile limit", f"{what} {fmt_num(cost)} s > limit {fmt_num(max_compile)} s"
     return None
 
 
 def _candidate(row: dict[str, Any], items: float | None) -> Candidate:
     tp = float(row["throughput_items_s"])
-    compile_s = rows.compile_cost_s(row)
+    compile_s = frames.compile_cost_s(row)
     standing = ranking.standing(row)
     return Candidate(
-        setting=rows.setting_label(row), compile_call=rows.advice(row), mode=str(row["mode"]),
+        setting=frames.setting_label(row), compile_call=frames.advice(row), mode=str(row["mode"]),
         dynamic={"True": True, "False": False}.get(str(row.get("dynamic_label"))),
         backend=_opt_str(row.get("backend")),
         batch_size=int(row["batch_size"]) if pd.notna(row["batch_size"]) else None,
@@ -231,7 +231,7 @@ def _candidate(row: dict[str, Any], items: float | None) -> Candidate:
         speedup_ci_low=_opt_float(row.get("speedup_ci_low")), speedup_ci_high=_opt_float(row.get("speedup_ci_high")),
         speedup_established=standing.established, speedup_note=standing.note(),
         seconds_per_item=1.0 / tp, workload_s=ranking.work_s(tp, compile_s, items) if items else None,
-        trial_id=_opt_str(row.get("trial_id")), stream=rows.is_stream(row),
+        trial_id=_opt_str(row.get("trial_id")), stream=frames.is_stream(row),
         spread_pct=_opt_float(row.get("throughput_spread_pct")), noise_pct=standing.noise_pct)
 
 
@@ -259,20 +259,16 @@ def _workload_note(iterations: int | None, batch_size: int | None, ref_batch: in
             "each setting: compile_s + items / throughput")
 
 
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
 def _is_true(value: Any) -> bool:
-    return not _missing(value) and bool(value)
+    return not is_missing(value) and bool(value)
 
 
 def _opt_str(value: Any) -> str | None:
-    return None if _missing(value) else str(value)
+    return None if is_missing(value) else str(value)
 
 
 def _opt_float(value: Any) -> float | None:
-    return None if _missing(value) else float(value)
+    return None if is_missing(value) else float(value)
 
 
 def _json_safe(obj: Any) -> Any:

@@ -46,9 +46,7 @@ class Stream:
     @property
     def pad_waste(self) -> float | None:
         """Padding tokens / all tokens computed."""
-        padded = sum(b.padded_tokens or 0 for b in self.batches)
-        real = self.real_tokens
-        return 1.0 - real / padded if real is not None and padded else None
+        return workloads.pad_waste(self.real_tokens, sum(b.padded_tokens or 0 for b in self.batches))
 
     @property
     def n_shapes(self) -> int:

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import frames as rows
-from sweeper.analysis.frames import fmt_num
+from sweeper.analysis import frames
+from sweeper.analysis.frames import fmt_num, is_missing
 
 Figure = dict[str, Any]
 
@@ -82,7 +82,7 @@ def accuracy_label(is_eager: bool, accuracy_ok: object, unknown: str) -> str:
     """The one accuracy label: eager is the reference; compiled passed, FAILED, or `unknown`."""
     if is_eager:
         return "reference"
-    if accuracy_ok is None or accuracy_ok is pd.NA:
+    if is_missing(accuracy_ok):
         return unknown
     return "passed" if bool(accuracy_ok) else "FAILED"
 
@@ -109,7 +109,7 @@ def key_traces(modes: list[str]) -> list[dict[str, Any]]:
 
 def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
     """Best accurate speedup per compile mode x batch size."""
-    data = ctx[~ctx["is_eager"] & rows.accurate(ctx) & ctx["speedup_vs_eager"].gt(0)]
+    data = ctx[~ctx["is_eager"] & frames.accurate(ctx) & ctx["speedup_vs_eager"].gt(0)]
     if data.empty:
         return None
     best = data.loc[data.groupby(["mode", "batch_size"])["speedup_vs_eager"].idxmax()]

@@ -22,7 +22,7 @@ from sweeper.report import assets, explore
 from sweeper.report import figures as figs
 from sweeper.report import streams as report_streams
 from sweeper.report import tables
-from sweeper.analysis import frames as rows
+from sweeper.analysis import frames
 from sweeper.analysis import ranking
 from sweeper.analysis.compare import compare_runs
 from sweeper.analysis.recommend import recommend_context
@@ -48,7 +48,7 @@ def write_report(df: pd.DataFrame, out_path: Path, title: str = DEFAULT_TITLE,
 
 
 def build_html(df: pd.DataFrame, title: str = DEFAULT_TITLE, compare_df: pd.DataFrame | None = None) -> str:
-    data = explore.prepare(rows.prepare(df.reset_index(drop=True)))
+    data = explore.prepare(frames.prepare(df.reset_index(drop=True)))
     data["on_front"] = pareto_front(data, objectives=FRONT_OBJECTIVES, group_by=ranking.CONTEXT)
     summary = context_summary(data)
     page = _Page()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from sweeper.analysis import frames as rows
+from sweeper.analysis import frames
 from sweeper.analysis.ranking import Candidate
 from sweeper.analysis.recommend import Limits, recommend_context
 from sweeper.report.figures import Figure, _axis, _clean, _layout, accuracy_label, esc
@@ -68,7 +68,7 @@ def recompiles_scatter(df: pd.DataFrame, title: str) -> Figure | None:
     traces = []
     for i, policy in enumerate(policies):
         d = shown[shown["bucketing"].fillna("none").eq(policy)]
-        fell = rows.fell_back(d).tolist()
+        fell = frames.fell_back(d).tolist()
         traces.append({
             "type": "scatter", "mode": "markers", "name": esc(policy),
             "x": _clean(d["graphs"].astype(float)), "y": _clean(speed[d.index].astype(float)),
@@ -97,7 +97,7 @@ def stream_time_bars(df: pd.DataFrame, title: str) -> Figure | None:
     shown = shown.loc[best.to_numpy()]
     traces = []
     for i, (name, d) in enumerate(shown.groupby("_setting", sort=True)):
-        fell = rows.fell_back(d).tolist()
+        fell = frames.fell_back(d).tolist()
         traces.append({
             "type": "bar", "name": esc(name), "x": [label[p] for p in d["_policy"]],
             "y": _clean(d["stream_s"].astype(float)),
@@ -118,7 +118,7 @@ def stream_table(df: pd.DataFrame) -> str:
                f"Steady {unit}", "Pad waste %", "Shapes", "Graphs", "Recompiles",
                "Compile / shape (s)", "Break-even batches", "Peak mem (GiB)", "Accuracy", "Fell back"]
     body = []
-    fell_back = rows.fell_back(df)
+    fell_back = frames.fell_back(df)
     for k, r in df.sort_values("stream_s", na_position="last").iterrows():
         acc = accuracy_label(r["is_eager"], r["accuracy_ok"], r["status"])
         body.append(
@@ -158,7 +158,7 @@ def _describe(c: Candidate) -> str:
 
 
 def _fallback_warning(df: pd.DataFrame) -> str:
-    fell = df[rows.fell_back(df)]
+    fell = df[frames.fell_back(df)]
     if fell.empty:
         return ""
     items = ", ".join(f"{hesc(setting(r))} + bucketing {hesc(r['bucketing'])}" for _, r in fell.iterrows())

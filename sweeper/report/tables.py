@@ -11,9 +11,9 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from sweeper.analysis import frames as rows
+from sweeper.analysis import frames
+from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.analysis import ranking
-from sweeper.analysis.frames import fmt_num
 from sweeper.report.figures import accuracy_label
 
 MAX_ERROR_CHARS = 600
@@ -21,7 +21,7 @@ MAX_TABLE_ROWS = 2000
 
 
 def esc(value: object) -> str:
-    if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
+    if is_missing(value):
         return ""
     return html.escape(str(value), quote=True)
 
@@ -92,7 +92,7 @@ def front_table(front: pd.DataFrame) -> str:
     body = []
     for _, r in front.sort_values("throughput_items_s", ascending=False).iterrows():
         acc = accuracy_label(r["is_eager"], r["accuracy_ok"], "not checked")
-        call = "eager: no torch.compile" if r["is_eager"] else rows.advice(r)
+        call = "eager: no torch.compile" if r["is_eager"] else frames.advice(r)
         body.append(
             "<tr>" + td(r["mode"], nowrap=True) + td("—" if r["is_eager"] else r["dynamic_label"])
             + (td(r["bucketing"]) if stream else "") + td_num(r["batch_size"])
@@ -113,7 +113,7 @@ def failed_table(failed: pd.DataFrame) -> str:
         error = str(error)
         if len(error) > MAX_ERROR_CHARS:
             error = error[:MAX_ERROR_CHARS] + " …"
-        body.append("<tr>" + f'<td class="v-fail">{esc(status)}</td>' + td(rows.setting_label(r))
+        body.append("<tr>" + f'<td class="v-fail">{esc(status)}</td>' + td(frames.setting_label(r))
                     + f'<td class="err">{esc(error)}</td>' + td_num(r["attempts"]) + td(r["trial_id"]) + "</tr>")
     return table(headers, body)
 
@@ -131,6 +131,6 @@ def comparison_table(cmp: pd.DataFrame) -> str:
             + td_num(r[f"{m}_change_pct"], signed=True)
             for m in ("throughput_items_s", "compile_s", "peak_mem_gib"))
         body.append("<tr>" + verdict_cell(r["verdict"], css.get(r["verdict"], "v-even")) + td(r["model"])
-                    + td(rows.setting_label(r.rename({"dynamic": "dynamic_label"})))
+                    + td(frames.setting_label(r.rename({"dynamic": "dynamic_label"})))
                     + td(" · ".join(str(r[k]) for k in ("phase", "precision") if r[k])) + pairs + f'<td class="wrap">{esc(r["changes"])}</td>' + "</tr>")
     return table(headers, body)
