@@ -13,6 +13,8 @@ import torch._dynamo
 from torch._dynamo.utils import counters
 
 _LIMIT_MARKERS = ("recompile_limit", "cache_size_limit", "recompile limit")
+SKIPPED = "frame ran eager: "
+"""Prefix of a break reason that made dynamo give up on a whole frame (an unsupported module, say)."""
 
 
 class _LimitHandler(logging.Handler):
@@ -34,9 +36,11 @@ class Health:
     cudagraph_skips: int = 0
     recompile_limit_hit: bool = False
     break_reasons: list[str] = field(default_factory=list)
+    frames_skipped: int = 0
+    """Frames dynamo gave up on and ran eager (counted among the graph breaks, reason prefixed)."""
 
     def as_row(self) -> dict:
-        return {
+        row = {
             "graphs": self.graphs,
             "graph_breaks": self.graph_breaks,
             "recompiles": self.recompiles,
@@ -44,6 +48,10 @@ class Health:
             "recompile_limit_hit": self.recompile_limit_hit,
             "graph_break_reasons": json.dumps(self.break_reasons[:20]),
         }
+        if self.frames_skipped and not self.graphs:
+            row["notes"] = (f"NOTHING COMPILED: dynamo skipped {self.frames_skipped} frame(s) and ran them eager "
+                            f"({self.break_reasons[0]})")
+        return row
 
 
 @contextmanager
@@ -66,9 +74,12 @@ def watch_compiles() -> Iterator[Health]:
 
 def _fill(health: Health, handler: _LimitHandler) -> None:
     health.graphs = int(counters["stats"]["unique_graphs"])
-    health.graph_breaks = int(sum(counters["graph_break"].values()))
-    health.break_reasons = sorted(counters["graph_break"])
     health.cudagraph_skips = int(counters["inductor"]["cudagraph_skips"])
     metrics = torch._dynamo.utils.get_compilation_metrics()
+    skipped = sorted({f"{SKIPPED}{m.fail_reason.splitlines()[0]}" for m in metrics
+                      if getattr(m, "fail_type", None) == "Unsupported" and m.fail_reason})
+    health.frames_skipped = sum(1 for m in metrics if getattr(m, "fail_type", None) == "Unsupported")
+    health.graph_breaks = int(sum(counters["graph_break"].values())) + health.frames_skipped
+    health.break_reasons = skipped + sorted(counters["graph_break"])
     health.recompiles = sum(1 for m in metrics if getattr(m, "recompile_reason", None))
     health.recompile_limit_hit = bool(handler.messages)

@@ -24,19 +24,21 @@ def _vision(fn: str, desc: str) -> ZooEntry:
     return ZooEntry("vision", f"sweeper.zoo.vision:{fn}", desc)
 
 
-def _nlp(fn: str, desc: str, max_seq_len: int) -> ZooEntry:
-    return ZooEntry("nlp", f"sweeper.zoo.nlp:{fn}", desc, max_seq_len)
+def _nlp(fn: str, desc: str, max_seq_len: int | None, module: str = "nlp") -> ZooEntry:
+    return ZooEntry("nlp", f"sweeper.zoo.{module}:{fn}", desc, max_seq_len)
 
 
 REGISTRY: dict[str, ZooEntry] = {
     "resnet18": _vision("resnet18", "torchvision ResNet-18, 224x224, 1000 classes"),
     "resnet50": _vision("resnet50", "torchvision ResNet-50, 224x224, 1000 classes"),
     "vit_b_16": _vision("vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes"),
+    "vit_tiny": _vision("vit_ti_16", "ViT-Ti/16 (torchvision VisionTransformer: hidden 192, 12 layers, 3 heads, "
+                        "MLP 768), 224x224, 1000 classes"),
     "mobilenet_v3_large": _vision("mobilenet_v3_large", "torchvision MobileNetV3-Large, 224x224"),
     "convnext_tiny": _vision("convnext_tiny", "torchvision ConvNeXt-Tiny, 224x224"),
     "efficientnet_b0": _vision("efficientnet_b0", "torchvision EfficientNet-B0, 224x224"),
     "resnet18-tiny": _vision("resnet18_tiny", "ResNet-18, 10 classes, 32x32 inputs (CPU tests)"),
-    "vit-tiny": _vision("vit_tiny", "ViT, 2 layers, width 64, 32x32 inputs (CPU tests)"),
+    "vit-tiny": _vision("vit_tiny", "ViT, 2 layers, width 64, 32x32 inputs (CPU tests; ViT-Ti/16 is vit_tiny)"),
     "bert-base": _nlp("bert_base", "BERT-base (12 layers, 768 wide), sequence classification", 512),
     "distilbert": _nlp("distilbert", "DistilBERT-base (6 layers), sequence classification", 512),
     "roberta-base": _nlp("roberta_base", "RoBERTa-base (12 layers), sequence classification", 512),
@@ -45,6 +47,10 @@ REGISTRY: dict[str, ZooEntry] = {
     "bert-tiny": _nlp("bert_tiny", "BERT, 2 layers, width 64, vocab 1024 (CPU tests)", 512),
     "gpt2-tiny": _nlp("gpt2_tiny", "GPT-2, 2 layers, width 64, vocab 1024 (CPU tests)", 1024),
     "t5-tiny": _nlp("t5_tiny", "T5, 2+2 layers, width 64, vocab 1024 (CPU tests)", 4096),
+    "lstm": _nlp("lstm", "LSTM text classifier: embedding 256, 2-layer LSTM 512 wide, linear head, "
+                 "vocab 30522, 2 classes", None, "recurrent"),
+    "lstm-tiny": _nlp("lstm_tiny", "LSTM classifier, 2 layers, width 32, vocab 1024 (CPU tests)", None,
+                      "recurrent"),
 }
 
 

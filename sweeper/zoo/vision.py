@@ -50,9 +50,15 @@ def resnet18_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
     return _torchvision("resnet18", size=size, num_classes=num_classes)
 
 
-def vit_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
-    model = torchvision.models.VisionTransformer(
-        image_size=size, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128,
-        num_classes=num_classes,
-    )
+def _vit(size: int, num_classes: int, **arch) -> Bundle:
+    model = torchvision.models.VisionTransformer(image_size=size, num_classes=num_classes, **arch)
     return Bundle(model, _images(size, num_classes), xent_loss)
+
+
+def vit_ti_16(size: int = 224, num_classes: int = 1000) -> Bundle:
+    """ViT-Ti/16 (DeiT-Tiny's shape): torchvision's VisionTransformer, hidden 192, 12 layers, 3 heads."""
+    return _vit(size, num_classes, patch_size=16, num_layers=12, num_heads=3, hidden_dim=192, mlp_dim=768)
+
+
+def vit_tiny(size: int = 32, num_classes: int = 10) -> Bundle:
+    return _vit(size, num_classes, patch_size=8, num_layers=2, num_heads=2, hidden_dim=64, mlp_dim=128)
