@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from sweeper.measure import gpu_util
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
@@ -68,30 +69,38 @@ class Context:
     emit: Callable[[dict[str, Any]], None]
     need: DeviceNeed
     busy: BusyWindows
+    gpu: gpu_util.Sampler | None = None
 
     def tracker(self) -> MemoryTracker:
         return MemoryTracker(self.wb.device, self.need)
 
     def arm(self, module: torch.nn.Module, iters: int, mem: MemoryTracker | None = None) -> tuple[Arm, _Watch]:
         """An arm whose windows are watched for compiling neighbours (and for memory, if given)."""
-        watch = _Watch(self.busy, mem)
+        watch = _Watch(self.busy, mem, self.gpu)
         return Arm(self.feed.window(module, iters), iters, watch.before, watch.after), watch
 
 
 @dataclass
 class _Watch:
-    """Run around each timed window, outside it: neighbours looked at, memory peak reset and read."""
+    """Run around each timed window, outside it: neighbours looked at, memory peak reset and read,
+    GPU utilization sampled (from the last thing before the window to the first after it)."""
 
     busy: BusyWindows
     mem: MemoryTracker | None
+    gpu: gpu_util.Sampler | None = None
     peak_gib: float = 0.0
+    util: gpu_util.ArmUtil = field(default_factory=gpu_util.ArmUtil)
 
     def before(self) -> None:
         self.busy.before()
         if self.mem is not None:
             self.mem.reset()
+        if self.gpu is not None:
+            self.gpu.begin(self.util)
 
     def after(self) -> None:
+        if self.gpu is not None:
+            self.gpu.end()
         self.busy.after()
         if self.mem is not None:
             self.peak_gib = max(self.peak_gib, self.mem.peak_gib())
@@ -116,10 +125,11 @@ def measure_eager(ctx: Context) -> WindowStats:
     mem.reset()
     try:
         iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
-        stats = run_interleaved([ctx.arm(wb.model, iters)[0]], ctx.feed.windows)[0]
+        arm, watch = ctx.arm(wb.model, iters)
+        stats = run_interleaved([arm], ctx.feed.windows)[0]
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
         raise classify(e, "run") from e
-    ctx.row.update(_timing_row(ctx, "eager_", stats), eager_peak_mem_gib=mem.peak_gib())
+    ctx.row.update(_timing_row(ctx, "eager_", stats), **watch.util.as_row("eager_"), eager_peak_mem_gib=mem.peak_gib())
     return stats
 
 
@@ -148,8 +158,9 @@ def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,
     iters = ctx.feed.warm_up(compiled, ctx.row, "")
     peak = mem.peak_gib()
     ctx.feed.warm_up(wb.model, ctx.row, "eager_")  # eager last ran before the compile
-    (eager_arm, _), (compiled_arm, watch) = ctx.arm(wb.model, eager_iters), ctx.arm(compiled, iters, mem)
+    (eager_arm, eager_watch), (compiled_arm, watch) = ctx.arm(wb.model, eager_iters), ctx.arm(compiled, iters, mem)
     eager, stats = run_interleaved([eager_arm, compiled_arm], ctx.feed.windows)
+    ctx.row.update(eager_watch.util.as_row("eager_"), **watch.util.as_row(""))
     return stats, eager, max(peak, watch.peak_gib)
 
 
@@ -214,7 +225,7 @@ EAGER_BASELINE = {"speedup_vs_eager": 1.0, "speedup_ci_low": 1.0, "speedup_ci_hi
 
 def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
     row = ctx.row
-    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib"):
+    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", *gpu_util.COLUMNS):
         row[k] = row[f"eager_{k}"]
     row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
                peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)
@@ -250,16 +261,17 @@ def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]],
     need = DeviceNeed(wb.device)
     with need.excluded():  # the references' float64 copies are the check's memory, not the setting's
         feed = make_feed(wb)
-    ctx = Context(wb, feed, row, emit, need, BusyWindows())
-    if isinstance(ctx.feed, BatchStream):
-        row.update(ctx.feed.stream_row())
+    if isinstance(feed, BatchStream):
+        row.update(feed.stream_row())
     mark("reference")
-    eager = measure_eager(ctx)
-    mark("eager")
-    emit(row)
-    if wb.trial.mode == "eager":
-        measure_eager_only(ctx, eager)
-    else:
-        measure_compiled(ctx, eager)
-        mark("compiled")
+    with gpu_util.sampling(wb.device, wb.trial.measure.gpu_util) as gpu:
+        ctx = Context(wb, feed, row, emit, need, BusyWindows(), gpu)
+        eager = measure_eager(ctx)
+        mark("eager")
+        emit(row)
+        if wb.trial.mode == "eager":
+            measure_eager_only(ctx, eager)
+        else:
+            measure_compiled(ctx, eager)
+            mark("compiled")
     row.update(need.as_row(), host_busy_windows_pct=ctx.busy.busy_pct)

@@ -25,6 +25,7 @@ import torch
 
 from sweeper import envinfo
 from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.measure.epoch import epoch_columns
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.workbench import build_workbench
 from sweeper.results.files import write_json
@@ -57,6 +58,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
         wb = build_workbench(trial, device, mark)
         row["setup_s"] = time.time() - started
         measure(wb, row, emit, warm, mark)
+        row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         if row["status"] == "inaccurate":
             row["error"] = _inaccurate_text(row)

@@ -162,15 +162,21 @@ class MeasureSpec(Strict):
     seed: int = 0
     memory_cap_gib: Annotated[float, Field(gt=0)] | None = None
     """Cap the caching allocator at this many GiB per trial (as on a smaller GPU); None: no cap."""
+    gpu_util: bool = True
+    """Sample GPU utilization and power through NVML during the timed windows (CUDA only)."""
+    epoch_images: PositiveInt | None = None
+    """Images in one epoch of a vision model: the rows' per-epoch seconds (None: none, or the stream's)."""
+    epoch_sequences: PositiveInt | None = None
+    """Sequences in one epoch of an NLP model, likewise."""
 
     def identity(self) -> dict[str, Any]:
         """The settings as they enter a trial's id: a setting added after the first release enters
-        only when it is set, so the ids of specs that leave it out stay as they were."""
-        later = {k for k in _LATER_MEASURE_SETTINGS if getattr(self, k) is None}
+        only when it differs from its default, so the ids of specs that leave it out stay as they were."""
+        later = {k for k in _LATER_MEASURE_SETTINGS if getattr(self, k) == type(self).model_fields[k].default}
         return self.model_dump(mode="json", exclude=later)
 
 
-_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib")
+_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences")
 
 
 class Resources(Strict):

@@ -1,0 +1,90 @@
+"""Does sampling GPU utilization disturb the timing? The same trial, timed with and without it.
+
+One process builds a spec's trial (compiling it unless its mode is eager), then times windows of
+its steps alternating between two arms that differ only in the NVML sampler running during the
+window: sampled, plain, plain, sampled, ... (half the pairs in each order). The change in the
+median step time, with a 95% bootstrap interval over the pairs, is what sampling costs.
+
+    python benchmarks/util_overhead.py SPEC --setting vit_tiny:eager:bf16 [...] [--windows 20]
+        [--out OUT.json]
+
+Needs a CUDA device and NVML (`pip install nvidia-ml-py`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from sweeper.measure import gpu_util  # noqa: E402
+from sweeper.measure.pipeline import compile_model  # noqa: E402
+from sweeper.measure.timing import Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved  # noqa: E402
+from sweeper.measure.workbench import build_workbench  # noqa: E402
+from sweeper.spec.schema import load_spec  # noqa: E402
+from sweeper.spec.trials import Trial, expand  # noqa: E402
+
+
+def pick(spec_path: str, setting: str) -> Trial:
+    """The spec's trial for `model:mode:precision` (its first batch size)."""
+    model, mode, precision = setting.split(":")
+    trials, _ = expand(load_spec(spec_path))
+    for t in trials:
+        if (t.model_name, t.mode, t.precision) == (model, mode, precision):
+            return t
+    raise ValueError(f"no trial {setting} in {spec_path}")
+
+
+def _merge(a: WindowStats, b: WindowStats) -> WindowStats:
+    return WindowStats(a.window_s + b.window_s, a.iter_s + b.iter_s, a.iters_per_window)
+
+
+def sampling_overhead(trial: Trial, device: torch.device, windows: int = 20) -> dict[str, Any]:
+    """Median step time with and without the sampler, from alternated windows of one module."""
+    wb = build_workbench(trial, device)
+    module = wb.model if trial.mode == "eager" else compile_model(wb)
+    m = trial.measure
+    iters = calibrate(lambda: wb.step(module), device, m.warmup_iters + 1, m.min_window_iters, m.min_window_s)
+    with gpu_util.sampling(device) as sampler:
+        if sampler is None:
+            raise ValueError(f"no NVML on {device}: nothing to sample")
+        util = gpu_util.ArmUtil()
+        sampled = Arm(fixed_window(lambda: wb.step(module), device, iters), iters,
+                      lambda: sampler.begin(util), sampler.end)
+        plain = Arm(fixed_window(lambda: wb.step(module), device, iters), iters)
+        s1, p1 = run_interleaved([sampled, plain], windows // 2)
+        p2, s2 = run_interleaved([plain, sampled], windows - windows // 2)
+    with_s, without_s = _merge(s1, s2), _merge(p1, p2)
+    low, high = paired_interval(with_s, without_s, m.seed)  # sampled over plain step time
+    return {"trial": trial.label, "device": torch.cuda.get_device_name(device), "windows": windows,
+            "iters_per_window": iters, "step_ms_sampled": with_s.median_iter_s * 1e3,
+            "step_ms_plain": without_s.median_iter_s * 1e3,
+            "change_pct": (with_s.median_iter_s / without_s.median_iter_s - 1) * 100,
+            "change_pct_ci": [(low - 1) * 100, (high - 1) * 100],
+            "readings": len(util.kept), **util.as_row("")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("spec")
+    ap.add_argument("--setting", action="append", required=True, help="model:mode:precision")
+    ap.add_argument("--windows", type=int, default=20)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    results = [sampling_overhead(pick(args.spec, s), torch.device("cuda"), args.windows) for s in args.setting]
+    text = json.dumps(results, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
