@@ -20,6 +20,7 @@ from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compiling
+from sweeper.measure.regions import compile_scope
 from sweeper.measure.timing import (Arm, WindowStats, calibrate, run_interleaved, run_windows, speedup_interval,
                                     timed_call)
 from sweeper.measure.workbench import Workbench
@@ -141,7 +142,7 @@ def compile_model(wb: Workbench) -> torch.nn.Module:
     kwargs: dict[str, Any] = {"backend": m.backend, "dynamic": t.dynamic}
     if m.backend == "inductor":
         kwargs["mode"] = t.mode
-    return torch.compile(wb.model, **kwargs)
+    return compile_scope(wb.model, t.scope, t.model.blocks, kwargs)
 
 
 def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,

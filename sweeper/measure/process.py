@@ -1,6 +1,6 @@
 """The measuring process: one trial in this process, no Ray, so one trial can be debugged alone:
 
-    python -m sweeper.measure --trial trial.json --out row.json [--warm]
+    python -m sweeper.measure --trial trial.json --out row.json [--warm] [--save-megacache F | --load-megacache F]
 
 The row is written to --out (JSON, atomically) after every phase, so whatever was measured
 before a crash or a kill survives. Run it in a fresh process with TORCHINDUCTOR_CACHE_DIR
@@ -24,9 +24,10 @@ import psutil
 import torch
 
 from sweeper import envinfo
-from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.measure import SPAWN_TIME_ENV, megacache
 from sweeper.measure.epoch import epoch_columns
 from sweeper.measure.pipeline import TrialFailed, classify, measure
+from sweeper.measure.regions import scope_row
 from sweeper.measure.workbench import build_workbench
 from sweeper.results.files import write_json
 from sweeper.results.schema import check_row
@@ -34,7 +35,10 @@ from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)
 
-def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any]:
+def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: Path | None = None,
+        load_megacache: Path | None = None) -> dict[str, Any]:
+    """Measure the payload's trial into a row; `save_megacache`: write the cache artifact of a
+    compiled trial there, `load_megacache`: load one before measuring."""
     trial = Trial.from_dict(payload["trial"])
     device = torch.device(payload.get("device", "cpu"))
     row: dict[str, Any] = {"status": "running", "error": None,
@@ -56,10 +60,14 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False) -> dict[str, Any
         row.update(envinfo.device_info(device.type))  # on CUDA, initializes the runtime
         mark("env")
         wb = build_workbench(trial, device, mark)
-        row["setup_s"] = time.time() - started
+        row.update(scope_row(trial, wb.model), setup_s=time.time() - started)
+        if load_megacache is not None:
+            row.update(megacache.load(load_megacache))
         measure(wb, row, emit, warm, mark)
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
+        if save_megacache is not None and trial.mode != "eager":
+            row.update(megacache.save(save_megacache))
         if row["status"] == "inaccurate":
             row["error"] = _inaccurate_text(row)
     except TrialFailed as f:
@@ -111,11 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trial", required=True, help="JSON file: {'trial': Trial dict, 'device': 'cuda'|'cpu'}")
     ap.add_argument("--out", required=True, help="where the row (JSON) is written")
     ap.add_argument("--warm", action="store_true", help="measure warm compile only")
+    ap.add_argument("--save-megacache", type=Path, help="write the compiled trial's Mega-Cache artifact here")
+    ap.add_argument("--load-megacache", type=Path, help="load this Mega-Cache artifact before compiling")
     args = ap.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SWEEPER_LOG", "WARNING"), stream=sys.stderr)
     payload = json.loads(Path(args.trial).read_text())
     with contextlib.suppress(KeyboardInterrupt):
-        row = run(payload, Path(args.out), warm=args.warm)
+        row = run(payload, Path(args.out), warm=args.warm, save_megacache=args.save_megacache,
+                  load_megacache=args.load_megacache)
         log.info("trial %s: %s", payload["trial"]["trial_id"], row["status"])
     return 0
 

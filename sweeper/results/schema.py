@@ -61,6 +61,7 @@ COLUMNS: list[Column] = [
     Column("seq_len", INT, "Tokens per sequence for NLP models; null for vision."),
     Column("phase", STR, "infer (no_grad forward) or train (forward + backward + AdamW step)."),
     Column("precision", STR, "fp32, or bf16 through torch.autocast."),
+    Column("scope", STR, "What torch.compile compiled: whole (the model) or regional (each repeated block in place, one compiled block serving every copy); null in rows older than the setting: whole."),
     Column("matmul_precision", STR, "torch.set_float32_matmul_precision in force."),
     Column("config_json", STR, "The trial's full config as JSON (model kwargs, measurement settings)."),
     # outcome
@@ -72,6 +73,12 @@ COLUMNS: list[Column] = [
     Column("first_call_s", FLOAT, "Raw wall time of the first compiled call, cold cache."),
     Column("warm_compile_s", FLOAT, "Same as compile_s in a new process whose cache holds this trial's artifacts."),
     Column("warm_first_call_s", FLOAT, "Raw first call in that warm-cache process."),
+    Column("warm_megacache_s", FLOAT, "Same as compile_s in a new process with an empty cache into which this trial's Mega-Cache artifact (torch.compiler.save_cache_artifacts) was loaded first: a deployment's warm start."),
+    Column("warm_megacache_first_call_s", FLOAT, "Raw first call in that Mega-Cache process."),
+    Column("megacache_load_s", FLOAT, "Seconds torch.compiler.load_cache_artifacts took in that process (not part of warm_megacache_s)."),
+    Column("megacache_bytes", INT, "Size of the trial's Mega-Cache artifact, saved after its cold compile."),
+    Column("megacache_file", STR, "The artifact kept on the driver, relative to the results directory (null: none, or over the size limit)."),
+    Column("compiled_regions", INT, "Modules torch.compile was applied to: 1 for scope whole, the repeated block instances for regional."),
     # steady state
     Column("throughput_items_s", FLOAT, "Items/s: median over timed windows (images or sequences)."),
     Column("throughput_tokens_s", FLOAT, "Real tokens/s for NLP models (median window); null for vision."),

@@ -27,6 +27,7 @@ import psutil
 
 import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.run import artifacts
 from sweeper.run.cpus import cpu_slot
 
 log = logging.getLogger(__name__)
@@ -117,15 +118,18 @@ def _exit_text(code: int, stderr: str) -> str:
 
 
 def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout_s: float,
-                warm: bool = False, cpus: list[int] | None = None) -> dict[str, Any]:
-    """One `python -m sweeper.measure` process; returns its row whatever happens."""
-    tag = "warm" if warm else "cold"
+                warm: bool = False, cpus: list[int] | None = None, tag: str | None = None,
+                extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One `python -m sweeper.measure` process (`extra`: more of its arguments); returns its row
+    whatever happens."""
+    tag = tag or ("warm" if warm else "cold")
     trial_file, out_file, err_file = (workdir / f"{tag}.{n}" for n in ("trial.json", "row.json", "stderr"))
     trial_file.write_text(json.dumps(payload))
     out_file.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "sweeper.measure", "--trial", str(trial_file), "--out", str(out_file)]
     if warm:
         cmd.append("--warm")
+    cmd += extra
     with open(err_file, "w") as err:
         env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
         t0 = time.monotonic()
@@ -165,7 +169,8 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
     try:
         for attempt in range(1, max_retries + 2):
             shutil.rmtree(workdir / "cache", ignore_errors=True)  # every attempt compiles cold
-            row = run_process(payload, workdir, workdir / "cache", timeout_s, cpus=cpus)
+            row = run_process(payload, workdir, workdir / "cache", timeout_s, cpus=cpus,
+                              extra=artifacts.save_args(trial, workdir))
             if row["status"] not in RETRIED_STATUSES:
                 break
             log.warning("trial %s crashed (attempt %d): %s", trial["trial_id"], attempt, row["error"])
@@ -179,6 +184,10 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
                 row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"])
             else:
                 log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
+            mega = artifacts.warm_start(run_process, payload, workdir, timeout_s - (time.monotonic() - t0), cpus)
+            processes.update({"megacache_process": mega.pop("_process_s")} if mega else {})
+            row.update(mega)
+        artifacts.attach(row, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     phases = json.loads(row.get("phase_s_json") or "{}")

@@ -17,6 +17,7 @@ from sweeper import __version__, envinfo
 from sweeper.results.files import write_json
 from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
 from sweeper.results.store import MANIFEST_FILE, RESULTS_FILE, read_results, write_rows
+from sweeper.run import artifacts
 from sweeper.spec.schema import SweepSpec
 from sweeper.spec.trials import Trial
 
@@ -100,7 +101,8 @@ class SweepState:
         return [t for t in trials if t.trial_id not in keep]
 
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
-        """Record one finished trial durably; a rerun replaces the trial's previous row."""
+        """Record one finished trial durably (and its cache artifact); a rerun replaces the trial's previous row."""
+        artifacts.keep(self.dir, trial.trial_id, measured)
         row = make_row(self.sweep_id, self.spec.name, trial, measured)
         self.save_manifest()
         self.rows = [r for r in self.rows if r["trial_id"] != trial.trial_id] + [row]

@@ -89,7 +89,12 @@ class SweepSpec(Strict):
     def identity(self) -> dict[str, Any]:
         """Everything that changes what a trial measures (not its description, output place, or
         which settings a search picks: a row measured under any search is the same row)."""
-        return self.model_dump(mode="json", exclude={"description", "results_dir", "search"})
+        found = self.model_dump(mode="json", exclude={"description", "results_dir", "search"})
+        # settings added later enter only when set, so a sweep started before them still resumes
+        found["models"] = [m.identity() for m in self.models]
+        if self.axes.scope == ["whole"]:
+            del found["axes"]["scope"]
+        return found
 
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]

@@ -18,6 +18,7 @@ from sweeper.spec.base import PositiveInt, Strict
 Mode = Literal[MODES]  # type: ignore[valid-type]  # the values of the rows' mode column
 Phase = Literal["infer", "train"]
 Precision = Literal["fp32", "bf16"]
+Scope = Literal["whole", "regional"]
 
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -60,6 +61,9 @@ class ModelSpec(Strict):
     """Keyword arguments for the factory (or overrides for a zoo model's builder)."""
     input: InputSpec | None = None
     """Inputs for a factory that returns a plain nn.Module."""
+    block: str | None = None
+    """Class name of the model's repeated block (e.g. `DecoderLayer`): what `scope: regional`
+    compiles. Zoo models know theirs; this overrides it."""
 
     @field_validator("name")
     @classmethod
@@ -81,6 +85,17 @@ class ModelSpec(Strict):
             if self.input is not None:
                 raise ValueError("'input' is only for factory models; zoo models build their own")
         return self
+
+    @property
+    def blocks(self) -> tuple[str, ...]:
+        """Class names of the repeated blocks that regional compilation compiles (may be empty)."""
+        if self.block is not None:
+            return (self.block,)
+        return zoo.REGISTRY[self.name].blocks if self.factory is None else ()
+
+    def identity(self) -> dict[str, Any]:
+        """The model as it enters a trial's id: `block` (added later) only when set."""
+        return self.model_dump(mode="json", exclude={"block"} if self.block is None else set())
 
     @property
     def task(self) -> str:
@@ -117,9 +132,12 @@ class Axes(Strict):
     """Padded length of each batch of a token stream: none, multiple:N, pow2, list:A,B,..., quantile:K."""
     mark_dynamic: list[bool] = Field(default_factory=lambda: [False])
     """torch._dynamo.mark_dynamic on every input dimension that varies over a workload's stream."""
+    scope: list[Scope] = Field(default_factory=lambda: ["whole"])
+    """What torch.compile compiles: the whole model, or each repeated block in place (regional
+    compilation: one compiled block serves every copy of it)."""
 
     _check = field_validator("mode", "dynamic", "batch_size", "seq_len", "phase", "precision",
-                             "bucketing", "mark_dynamic")(
+                             "bucketing", "mark_dynamic", "scope")(
         classmethod(lambda cls, v: _no_dupes(v))
     )
 

@@ -57,6 +57,8 @@ class Trial:
     """Mark the input dimensions that vary over the stream with torch._dynamo.mark_dynamic."""
     workload: DrawnStream | None = None
     """The input stream; None: one fixed-shape batch."""
+    scope: str = "whole"
+    """What is compiled: the whole model, or each repeated block in place (regional)."""
 
     @property
     def model_name(self) -> str:
@@ -66,6 +68,7 @@ class Trial:
     def label(self) -> str:
         seq = f" seq{self.seq_len}" if self.seq_len else ""
         dyn = "" if self.mode == "eager" else f" dynamic={self.dynamic}"
+        dyn += " regional" if self.scope == "regional" else ""
         if self.workload is not None:
             mark = " mark_dynamic" if self.mark_dynamic else ""
             buck = f" bucketing={self.bucketing}" if self.workload.lengths is not None else ""
@@ -73,9 +76,10 @@ class Trial:
         return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
 
     def stream_columns(self) -> dict[str, Any]:
-        """The stream settings as row columns (fixed-shape trials: no workload, no bucketing)."""
+        """The settings beyond CONFIG_COLUMNS as row columns: the stream's (fixed-shape trials: no
+        workload, no bucketing) and the compile scope."""
         w = self.workload
-        return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic,
+        return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic, "scope": self.scope,
                 "workload": w.name if w else None, "length_source": w.source if w else None}
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,8 +124,12 @@ def _seq_lens(model: ModelSpec, task: str, spec: SweepSpec) -> list[int | None]:
     return [None]
 
 
-def _drop_reason(model: ModelSpec, mode: str, seq_len: int | None, spec: SweepSpec) -> str | None:
+def _drop_reason(model: ModelSpec, mode: str, seq_len: int | None, spec: SweepSpec,
+                 scope: str = "whole") -> str | None:
     backend = spec.measure.backend
+    if scope == "regional" and not model.blocks:
+        return (f"scope 'regional' needs a repeated block class: {model.name} has none known "
+                "(name it with the model's `block`)")
     if backend != "inductor" and mode not in ("eager", "default"):
         return f"mode {mode!r} needs the inductor backend (backend is {backend!r})"
     entry = zoo.REGISTRY.get(model.name) if model.factory is None else None
@@ -139,12 +147,13 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
     for load in loads:
         seq_lens = [None] if load else _seq_lens(model, task, spec)
         is_tokens = load is not None and task == "nlp"
-        for phase, precision, bs, seq_len, mode, dynamic, policy, mark in itertools.product(
-                a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing, a.mark_dynamic):
+        for phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope in itertools.product(
+                a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing, a.mark_dynamic,
+                a.scope):
             if mode == "eager":
-                dynamic = None  # no compile, so no dynamic flag: one eager trial per setting
+                dynamic, scope = None, "whole"  # no compile: one eager trial per setting
             yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
-                   "phase": phase, "precision": precision, "workload": load,
+                   "phase": phase, "precision": precision, "workload": load, "scope": scope,
                    "bucketing": policy if is_tokens else "none",
                    "mark_dynamic": mark and load is not None and mode != "eager" and dynamic is not True}
 
@@ -157,17 +166,21 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
     dropped: list[Dropped] = []
     streams = _DrawnStreams(spec)
     for model in spec.models:
-        mdict = model.model_dump(mode="json")
+        mdict = model.identity()
         for c in _grid(spec, model):
             stream = streams.get(c["workload"], c["batch_size"]) if c["workload"] else None
-            reason = _drop_reason(model, c["mode"], c["seq_len"], spec) or _stream_drop_reason(model, c, stream)
+            reason = (_drop_reason(model, c["mode"], c["seq_len"], spec, c["scope"])
+                      or _stream_drop_reason(model, c, stream))
             config = {"model": mdict, **{k: c[k] for k in CONFIG_COLUMNS}, "measure": measure}
             if reason:
                 where = f"{c['phase']} stream {c['workload']}" if stream else f"seq{c['seq_len']}"
-                dropped.append(Dropped(f"{model.name} {c['mode']} bs{c['batch_size']} {where}", reason))
+                scope = " regional" if c["scope"] == "regional" else ""
+                dropped.append(Dropped(f"{model.name} {c['mode']}{scope} bs{c['batch_size']} {where}", reason))
                 continue
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
                 config.update(bucketing=c["bucketing"], mark_dynamic=c["mark_dynamic"], workload=stream)
+            if c["scope"] != "whole":  # likewise, whole-model trials keep their ids
+                config["scope"] = c["scope"]
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
                                                           "workload": DrawnStream(**stream) if stream else None}))

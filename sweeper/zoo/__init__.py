@@ -18,38 +18,47 @@ class ZooEntry:
     description: str
     max_seq_len: int | None = None
     """Longest sequence the model's position embeddings allow (NLP only)."""
+    blocks: tuple[str, ...] = ()
+    """Class names of the model's repeated blocks: what regional compilation compiles. Empty: the
+    zoo knows no block that repeats unchanged often enough to be worth it."""
 
 
-def _vision(fn: str, desc: str) -> ZooEntry:
-    return ZooEntry("vision", f"sweeper.zoo.vision:{fn}", desc)
+def _vision(fn: str, desc: str, *blocks: str) -> ZooEntry:
+    return ZooEntry("vision", f"sweeper.zoo.vision:{fn}", desc, blocks=blocks)
 
 
-def _nlp(fn: str, desc: str, max_seq_len: int | None, module: str = "nlp") -> ZooEntry:
-    return ZooEntry("nlp", f"sweeper.zoo.{module}:{fn}", desc, max_seq_len)
+def _nlp(fn: str, desc: str, max_seq_len: int | None, block: str | None, module: str = "nlp") -> ZooEntry:
+    return ZooEntry("nlp", f"sweeper.zoo.{module}:{fn}", desc, max_seq_len, (block,) if block else ())
+
+
+_RESNET = ("BasicBlock", "Bottleneck")
 
 
 REGISTRY: dict[str, ZooEntry] = {
-    "resnet18": _vision("resnet18", "torchvision ResNet-18, 224x224, 1000 classes"),
-    "resnet50": _vision("resnet50", "torchvision ResNet-50, 224x224, 1000 classes"),
-    "vit_b_16": _vision("vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes"),
+    "resnet18": _vision("resnet18", "torchvision ResNet-18, 224x224, 1000 classes", *_RESNET),
+    "resnet50": _vision("resnet50", "torchvision ResNet-50, 224x224, 1000 classes", *_RESNET),
+    "vit_b_16": _vision("vit_b_16", "torchvision ViT-B/16, 224x224, 1000 classes", "EncoderBlock"),
     "vit_tiny": _vision("vit_ti_16", "ViT-Ti/16 (torchvision VisionTransformer: hidden 192, 12 layers, 3 heads, "
-                        "MLP 768), 224x224, 1000 classes"),
+                        "MLP 768), 224x224, 1000 classes", "EncoderBlock"),
     "mobilenet_v3_large": _vision("mobilenet_v3_large", "torchvision MobileNetV3-Large, 224x224"),
-    "convnext_tiny": _vision("convnext_tiny", "torchvision ConvNeXt-Tiny, 224x224"),
+    "convnext_tiny": _vision("convnext_tiny", "torchvision ConvNeXt-Tiny, 224x224", "CNBlock"),
     "efficientnet_b0": _vision("efficientnet_b0", "torchvision EfficientNet-B0, 224x224"),
-    "resnet18-tiny": _vision("resnet18_tiny", "ResNet-18, 10 classes, 32x32 inputs (CPU tests)"),
-    "vit-tiny": _vision("vit_tiny", "ViT, 2 layers, width 64, 32x32 inputs (CPU tests; ViT-Ti/16 is vit_tiny)"),
-    "bert-base": _nlp("bert_base", "BERT-base (12 layers, 768 wide), sequence classification", 512),
-    "distilbert": _nlp("distilbert", "DistilBERT-base (6 layers), sequence classification", 512),
-    "roberta-base": _nlp("roberta_base", "RoBERTa-base (12 layers), sequence classification", 512),
-    "gpt2": _nlp("gpt2", "GPT-2 small (12 layers, 124M), causal LM head", 1024),
-    "t5-small": _nlp("t5_small", "T5-small encoder-decoder (60M), conditional generation, teacher forcing", 4096),
-    "bert-tiny": _nlp("bert_tiny", "BERT, 2 layers, width 64, vocab 1024 (CPU tests)", 512),
-    "gpt2-tiny": _nlp("gpt2_tiny", "GPT-2, 2 layers, width 64, vocab 1024 (CPU tests)", 1024),
-    "t5-tiny": _nlp("t5_tiny", "T5, 2+2 layers, width 64, vocab 1024 (CPU tests)", 4096),
+    "resnet18-tiny": _vision("resnet18_tiny", "ResNet-18, 10 classes, 32x32 inputs (CPU tests)", *_RESNET),
+    "vit-tiny": _vision("vit_tiny", "ViT, 2 layers, width 64, 32x32 inputs (CPU tests; ViT-Ti/16 is vit_tiny)",
+                        "EncoderBlock"),
+    "bert-base": _nlp("bert_base", "BERT-base (12 layers, 768 wide), sequence classification", 512, "BertLayer"),
+    "distilbert": _nlp("distilbert", "DistilBERT-base (6 layers), sequence classification", 512,
+                       "TransformerBlock"),
+    "roberta-base": _nlp("roberta_base", "RoBERTa-base (12 layers), sequence classification", 512, "RobertaLayer"),
+    "gpt2": _nlp("gpt2", "GPT-2 small (12 layers, 124M), causal LM head", 1024, "GPT2Block"),
+    "t5-small": _nlp("t5_small", "T5-small encoder-decoder (60M), conditional generation, teacher forcing", 4096,
+                     "T5Block"),
+    "bert-tiny": _nlp("bert_tiny", "BERT, 2 layers, width 64, vocab 1024 (CPU tests)", 512, "BertLayer"),
+    "gpt2-tiny": _nlp("gpt2_tiny", "GPT-2, 2 layers, width 64, vocab 1024 (CPU tests)", 1024, "GPT2Block"),
+    "t5-tiny": _nlp("t5_tiny", "T5, 2+2 layers, width 64, vocab 1024 (CPU tests)", 4096, "T5Block"),
     "lstm": _nlp("lstm", "LSTM text classifier: embedding 256, 2-layer LSTM 512 wide, linear head, "
-                 "vocab 30522, 2 classes", None, "recurrent"),
-    "lstm-tiny": _nlp("lstm_tiny", "LSTM classifier, 2 layers, width 32, vocab 1024 (CPU tests)", None,
+                 "vocab 30522, 2 classes", None, None, "recurrent"),
+    "lstm-tiny": _nlp("lstm_tiny", "LSTM classifier, 2 layers, width 32, vocab 1024 (CPU tests)", None, None,
                       "recurrent"),
 }
 
