@@ -4,8 +4,8 @@ functions stay small enough to read whole.
 
 Layers (an arrow: may import, and so may import whatever that one may):
 
-    cli -> run, report
-    run -> measure, envinfo          report -> analysis
+    cli -> run, report, deploy
+    run -> measure, envinfo          report -> analysis     deploy -> analysis
     measure -> zoo, spec, envinfo    analysis -> results
     spec -> zoo -> results
 
@@ -23,7 +23,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parent.parent / "sweeper"
 
 LAYER_IMPORTS: dict[str, set[str]] = {
-    "cli": {"run", "report"},
+    "cli": {"run", "report", "deploy"},
+    "deploy": {"analysis"},
     "run": {"measure", "envinfo"},
     "measure": {"zoo", "spec", "envinfo"},
     "spec": {"zoo"},
@@ -39,6 +40,7 @@ TORCH_OR_RAY = ("torch", "torchvision", "transformers", "ray")
 NEVER_IMPORTS: dict[str, tuple[str, ...]] = {
     "analysis": TORCH_OR_RAY,  # a report is rebuilt anywhere from Parquet files: no torch, no Ray
     "report": TORCH_OR_RAY,
+    "deploy": TORCH_OR_RAY,  # writes a module that imports torch; never imports it itself
     "results": TORCH_OR_RAY,
     "spec": ("torch", "torchvision", "ray"),  # `sweeper validate` is instant (a text workload's
                                                # tokenizer comes from transformers, without torch)

@@ -12,7 +12,7 @@ from sweeper.analysis.drift import baseline_drift_pct
 from sweeper.results.schema import COLUMN_NAMES, EAGER
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
-               "workload", "bucketing", "mark_dynamic"]
+               "workload", "bucketing", "mark_dynamic", "scope"]
 """Columns that identify one measured setting across sweeps (used to match base and new runs)."""
 
 CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
@@ -30,9 +30,11 @@ _NUMERIC = [
     "real_tokens_per_s", "eager_real_tokens_per_s", "stream_compile_s", "compile_s_per_shape",
     "stream_break_even_batches", "accuracy_shapes", "speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct",
     "eager_err_vs_fp64", "compiled_err_vs_fp64", "mem_need_reserved_gib", "device_mem_used_gib", "cpu_count",
+    "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
-         "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity"]
+         "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
+         "region_classes", "megacache_file"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -50,6 +52,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     for name in _TEXT:
         out[name] = out[name].astype("object").where(out[name].notna(), None)
     out["mode"] = out["mode"].fillna(EAGER)
+    out["scope"] = out["scope"].fillna("whole")  # rows from before the setting compiled the whole model
     out["model"] = out["model"].fillna("(unnamed model)")
     out["status"] = out["status"].fillna("unknown")
     out["is_eager"] = out["mode"].eq(EAGER)
@@ -144,7 +147,14 @@ def advice(row: pd.Series | dict) -> str:
     if _marks_dynamic(row):
         steps.append("torch._dynamo.mark_dynamic(input, 1) on each input")
     steps.append(compile_call(row.get("mode"), row.get("dynamic_label", "None"), row.get("backend")))
+    if row.get("scope") == "regional" and steps[-1].startswith(_WHOLE_CALL):
+        blocks = row.get("region_classes")
+        blocks = " / ".join(str(blocks).split(",")) if not is_missing(blocks) else "repeated block"
+        steps[-1] = f"block.compile({steps[-1][len(_WHOLE_CALL):-1]}) for every {blocks} block (regional)"
     return "; ".join(steps)
+
+
+_WHOLE_CALL = "torch.compile(model, "
 
 
 def _bucketing(row: pd.Series | dict) -> str | None:
@@ -158,9 +168,15 @@ def _marks_dynamic(row: pd.Series | dict) -> bool:
     return isinstance(mark, (bool, np.bool_)) and bool(mark)
 
 
-def compile_cost_s(row: pd.Series | dict) -> float:
+def compile_cost_s(row: pd.Series | dict, warm_start: bool = False) -> float:
     """Seconds of compiling a setting costs: every compile of a stream (`stream_compile_s`),
-    else the cold compile of the one shape (`compile_s`); 0 when not measured (eager)."""
+    else the cold compile of the one shape (`compile_s`); 0 when not measured (eager). With
+    `warm_start` (the deployment ships the trial's Mega-Cache artifact), a fixed-shape setting
+    costs its warm start from the artifact where measured: loading it plus the first call."""
+    warm = row.get("warm_megacache_s")
+    if warm_start and not is_stream(row) and not is_missing(warm):
+        load = row.get("megacache_load_s")
+        return float(warm) + (0.0 if is_missing(load) else float(load))
     for key in ("stream_compile_s", "compile_s"):
         v = row.get(key)
         if not is_missing(v):
@@ -180,6 +196,8 @@ def setting_label(row: pd.Series | dict) -> str:
             parts.append(f"backend={backend}")
         if _marks_dynamic(row):
             parts.append("mark_dynamic")
+        if row.get("scope") == "regional":
+            parts.append("regional")
     policy = _bucketing(row)
     if policy:
         parts.append(f"bucketing {policy}")

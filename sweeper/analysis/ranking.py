@@ -186,6 +186,8 @@ class Candidate:
     trial_id: str | None
     stream: bool = False
     """An input-stream trial: compile_s is every compile of the stream."""
+    compile_what: str = "cold compile"
+    """What compile_s measures: cold compile, warm start from the artifact, compiles over the stream."""
     spread_pct: float | None = None
     """(max - min) / median of the timed windows: how far apart repeated timings fell."""
     noise_pct: float = TIE_BAND_PCT

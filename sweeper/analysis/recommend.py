@@ -55,6 +55,9 @@ class Limits:
     max_compile_s: float | None = None
     iterations: int | None = None
     batch_size: int | None = None
+    warm_start: bool = False
+    """The deployment ships each setting's Mega-Cache artifact: its compile costs the measured warm
+    start from it (`warm_megacache_s` + `megacache_load_s`) where the trial measured one."""
 
 
 @dataclass
@@ -135,7 +138,7 @@ def recommend_context(data: pd.DataFrame, limits: Limits = Limits()) -> Recommen
     sizes = [int(r["batch_size"]) for r in ok if pd.notna(r["batch_size"])]
     ref_batch = limits.batch_size or max(sizes, default=None)
     items = float(limits.iterations * ref_batch) if limits.iterations and ref_batch else None
-    ranked = sorted((_candidate(r, items) for r in ok), key=ranking.candidate_key)
+    ranked = sorted((_candidate(r, items, limits.warm_start) for r in ok), key=ranking.candidate_key)
     best = ranked[0] if ranked else None
     best_compiled = next((c for c in ranked if not c.is_eager), None)
     runner_up = _runner_up(ranked)
@@ -182,7 +185,7 @@ def _split(records: list[dict[str, Any]], limits: Limits) -> tuple[list[dict[str
     """Rows that may be recommended, and the others with the reason they may not."""
     ok, excluded = [], []
     for row in records:
-        why = _exclusion(row, limits.max_memory_gib, limits.max_compile_s)
+        why = _exclusion(row, limits.max_memory_gib, limits.max_compile_s, limits.warm_start)
         if why:
             excluded.append(Exclusion(frames.setting_label(row), _opt_str(row.get("trial_id")), *why))
         else:
@@ -190,7 +193,8 @@ def _split(records: list[dict[str, Any]], limits: Limits) -> tuple[list[dict[str
     return ok, excluded
 
 
-def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | None) -> tuple[str, str] | None:
+def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | None,
+               warm_start: bool = False) -> tuple[str, str] | None:
     """(kind, reason) when the row cannot be recommended, else None."""
     if row["status"] != "ok":
         err = str(row.get("error") or "").strip().splitlines()
@@ -209,16 +213,21 @@ def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | 
     if max_mem is not None and (mem is None or mem > max_mem):
         return "over memory limit", (f"peak memory {fmt_num(mem)} GiB > limit {fmt_num(max_mem)} GiB"
                                      if mem is not None else "peak memory not measured")
-    cost = frames.compile_cost_s(row)
+    cost = frames.compile_cost_s(row, warm_start)
     if max_compile is not None and not cost <= max_compile:
-        what = "compiles over the stream" if frames.is_stream(row) else "cold compile"
+        what = "compiles over the stream" if frames.is_stream(row) else _compile_what(row, warm_start)
         return "over compile limit", f"{what} {fmt_num(cost)} s > limit {fmt_num(max_compile)} s"
     return None
 
 
-def _candidate(row: dict[str, Any], items: float | None) -> Candidate:
+def _compile_what(row: dict[str, Any], warm_start: bool) -> str:
+    warm = warm_start and not frames.is_missing(row.get("warm_megacache_s"))
+    return "warm start from the artifact" if warm else "cold compile"
+
+
+def _candidate(row: dict[str, Any], items: float | None, warm_start: bool = False) -> Candidate:
     tp = float(row["throughput_items_s"])
-    compile_s = frames.compile_cost_s(row)
+    compile_s = frames.compile_cost_s(row, warm_start)
     standing = ranking.standing(row)
     return Candidate(
         setting=frames.setting_label(row), compile_call=frames.advice(row), mode=str(row["mode"]),
@@ -232,6 +241,7 @@ def _candidate(row: dict[str, Any], items: float | None) -> Candidate:
         speedup_established=standing.established, speedup_note=standing.note(),
         seconds_per_item=1.0 / tp, workload_s=ranking.work_s(tp, compile_s, items) if items else None,
         trial_id=_opt_str(row.get("trial_id")), stream=frames.is_stream(row),
+        compile_what="compiles over the stream" if frames.is_stream(row) else _compile_what(row, warm_start),
         spread_pct=_opt_float(row.get("throughput_spread_pct")), noise_pct=standing.noise_pct)
 
 

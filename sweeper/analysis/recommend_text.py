@@ -39,7 +39,8 @@ def _limits(constraints: dict[str, object]) -> str:
     if constraints.get("max_memory_gib") is not None:
         parts.append(f"peak memory <= {fmt_num(constraints['max_memory_gib'])} GiB")
     if constraints.get("max_compile_s") is not None:
-        parts.append(f"cold compile <= {fmt_num(constraints['max_compile_s'])} s")
+        what = "compile (warm start where measured)" if constraints.get("warm_start") else "cold compile"
+        parts.append(f"{what} <= {fmt_num(constraints['max_compile_s'])} s")
     if constraints.get("batch_size") is not None:
         parts.append(f"batch {constraints['batch_size']}")
     return ", ".join(parts)
@@ -47,7 +48,7 @@ def _limits(constraints: dict[str, object]) -> str:
 
 def _describe(c: Candidate, eager: Candidate | None) -> list[str]:
     speed = f" ({fmt_num(c.speedup_vs_eager)}x eager)" if c.speedup_vs_eager is not None and c.mode != "eager" else ""
-    compile_what = "compiles over the stream" if c.stream else "cold compile"
+    compile_what = c.compile_what
     steady = (f" (steady {fmt_num(c.steady_peak_mem_gib)})" if c.steady_peak_mem_gib is not None
               and c.steady_peak_mem_gib != c.peak_mem_gib else "")
     lines = [f"  {c.setting}: {fmt_num(c.throughput_items_s)} items/s{speed}, "

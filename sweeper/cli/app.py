@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     from sweeper.cli import results_cmds as report_cmds
 
     report_cmds.register(sub, common)
+    from sweeper.cli import export_cmd
+
+    export_cmd.register(sub, common)
     return ap
 
 

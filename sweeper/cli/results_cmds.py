@@ -62,6 +62,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     rec.add_argument("--max-compile-s", type=float, help="compile time limit in seconds (a stream: every compile)")
     rec.add_argument("--iterations", type=int, help="iterations you will run: compile time must pay back "
                      "within them (default: a long run)")
+    rec.add_argument("--warm-start", action="store_true", help="the deployment ships each setting's Mega-Cache "
+                     "artifact (sweeper export): its compile costs the measured warm start, not the cold compile")
     rec.add_argument("--json", action="store_true", help="print JSON: one object for one context, else a list")
     rec.set_defaults(func=cmd_recommend)
 
@@ -82,7 +84,7 @@ def cmd_recommend(args: argparse.Namespace) -> int:
         value = getattr(args, flag)
         if value is not None and value <= 0:
             return _fail(f"--{flag.replace('_', '-')} must be positive, not {value}")
-    limits = Limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size)
+    limits = Limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size, args.warm_start)
     try:
         df = read_results(args.paths)
         recs = recommend_all(df, args.model, limits, phase=args.phase, precision=args.precision,

@@ -14,8 +14,11 @@ import torch
 from sweeper.results.files import atomic_write_bytes
 
 
-def save(path: Path) -> dict[str, Any]:
-    """Write this process's artifact to `path` (nothing when it compiled nothing cacheable)."""
+def save(path: Path | None) -> dict[str, Any]:
+    """Write this process's artifact to `path` (none when it compiled nothing cacheable, or
+    when `path` is None)."""
+    if path is None:
+        return {}
     saved = torch.compiler.save_cache_artifacts()
     if saved is None or not saved[0]:
         return {"megacache_bytes": 0}
@@ -23,8 +26,10 @@ def save(path: Path) -> dict[str, Any]:
     return {"megacache_bytes": len(saved[0])}
 
 
-def load(path: Path) -> dict[str, Any]:
-    """Load the artifact at `path` into this process's (empty) caches, timed."""
+def load(path: Path | None) -> dict[str, Any]:
+    """Load the artifact at `path` into this process's (empty) caches, timed (nothing for None)."""
+    if path is None:
+        return {}
     data = path.read_bytes()
     t0 = time.perf_counter()
     torch.compiler.load_cache_artifacts(data)

@@ -61,13 +61,11 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         mark("env")
         wb = build_workbench(trial, device, mark)
         row.update(scope_row(trial, wb.model), setup_s=time.time() - started)
-        if load_megacache is not None:
-            row.update(megacache.load(load_megacache))
+        row.update(megacache.load(load_megacache))
         measure(wb, row, emit, warm, mark)
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
-        if save_megacache is not None and trial.mode != "eager":
-            row.update(megacache.save(save_megacache))
+        row.update(megacache.save(save_megacache))
         if row["status"] == "inaccurate":
             row["error"] = _inaccurate_text(row)
     except TrialFailed as f:

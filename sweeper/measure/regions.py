@@ -70,5 +70,8 @@ def scope_row(trial: Trial, model: nn.Module) -> dict[str, Any]:
     """The row's scope and how many modules torch.compile is applied to (none for eager)."""
     if trial.mode == "eager":
         return {"scope": trial.scope, "compiled_regions": 0}
-    regions = len(find_blocks(model, trial.model.blocks)) if trial.scope == "regional" else 1
-    return {"scope": trial.scope, "compiled_regions": regions}
+    if trial.scope == "whole":
+        return {"scope": trial.scope, "compiled_regions": 1}
+    found = find_blocks(model, trial.model.blocks)
+    classes = sorted({type(b).__name__ for b in found})
+    return {"scope": trial.scope, "compiled_regions": len(found), "region_classes": ",".join(classes) or None}

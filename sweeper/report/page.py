@@ -28,6 +28,7 @@ from sweeper.analysis.compare import compare_runs
 from sweeper.analysis.recommend import recommend_context
 from sweeper.analysis.pareto import pareto_front
 from sweeper.results.files import atomic_write_bytes
+from sweeper.report.scope import scope_block
 from sweeper.report.tables import esc
 
 log = logging.getLogger(__name__)
@@ -274,7 +275,7 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
                        + tables.failed_table(failed) + "</details>")
     return (f'<div class="ctx" data-ctx="{s["ctx_id"]}">' + head + scatter + coords
             + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
-            + report_streams.stream_block(ctx, page.plot) + "</div>")
+            + report_streams.stream_block(ctx, page.plot) + scope_block(ctx, page.plot) + "</div>")
 
 
 def _count(n: int, noun: str) -> str:

@@ -79,6 +79,7 @@ COLUMNS: list[Column] = [
     Column("megacache_bytes", INT, "Size of the trial's Mega-Cache artifact, saved after its cold compile."),
     Column("megacache_file", STR, "The artifact kept on the driver, relative to the results directory (null: none, or over the size limit)."),
     Column("compiled_regions", INT, "Modules torch.compile was applied to: 1 for scope whole, the repeated block instances for regional."),
+    Column("region_classes", STR, "Class names of the blocks a regional trial compiled in place, comma-separated (null for whole)."),
     # steady state
     Column("throughput_items_s", FLOAT, "Items/s: median over timed windows (images or sequences)."),
     Column("throughput_tokens_s", FLOAT, "Real tokens/s for NLP models (median window); null for vision."),
@@ -176,7 +177,7 @@ COLUMNS: list[Column] = [
        "(the row's environment record; on CUDA this initializes the runtime), cuda_init (the CUDA context), build "
        "(model and batch on the device), reference (eager reference outputs), eager (baseline), compiled "
        "(compile, accuracy, steady windows), and the wall time of each measuring process (cold_process, "
-       "warm_process: interpreter start to exit, teardown included)."),
+       "warm_process, megacache_process: interpreter start to exit, teardown included)."),
 ]
 
 COLUMN_NAMES = [c.name for c in COLUMNS]

@@ -1,0 +1,124 @@
+"""The text of the Python module `sweeper export` writes: `compile_model(model)` applies the
+measured torch.compile call (scope included) after loading the trial's Mega-Cache artifact, and
+refuses, in one line, an artifact built for another torch, Triton, CUDA or device. The module
+needs only torch; nothing here imports it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+MODULE_NAME = "sweeper_compiled"
+
+_TEXT = '''"""torch.compile for @MODEL@ as sweeper measured it (trial @TRIAL@): @SETTING@.
+
+    from @MODULE@ import compile_model
+    model = compile_model(model)  # loads megacache.bin, then compiles as measured
+
+Written by `sweeper export`; needs only torch. The artifact holds the compiled code of the
+measured shapes, precision and phase (see README.md); anything else compiles as usual.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from importlib import metadata
+from pathlib import Path
+
+import torch
+from torch import nn
+
+HERE = Path(__file__).resolve().parent
+ARTIFACT = HERE / "megacache.bin"
+BUILT_FOR = json.loads((HERE / "versions.json").read_text())["built_for"]
+COMPILE_KWARGS = @KWARGS@
+SCOPE = @SCOPE@
+BLOCKS = @BLOCKS@
+MATMUL_PRECISION = @MATMUL@
+_TRITON = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+
+
+class ArtifactMismatch(RuntimeError):
+    """The artifact was built for another torch, Triton, CUDA or device than this process has."""
+
+
+def this_process() -> dict:
+    device_type = BUILT_FOR["device_type"]
+    return {"torch_version": torch.__version__, "triton_version": _triton(), "cuda_version": torch.version.cuda,
+            "device_type": device_type, "device_name": _device_name(device_type)}
+
+
+def _triton():
+    for name in _TRITON:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _device_name(device_type):
+    if device_type == "cuda":
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def check() -> None:
+    """Raise ArtifactMismatch unless this process has what the artifact was built for."""
+    here = this_process()
+    wrong = [f"{key.split('_')[0]} {BUILT_FOR[key]} (here: {here[key]})" for key in BUILT_FOR
+             if BUILT_FOR[key] is not None and BUILT_FOR[key] != here[key]]
+    if wrong:
+        raise ArtifactMismatch(f"{ARTIFACT.name} was built for {'; '.join(wrong)}: compile cold with "
+                               "compile_model(model, use_artifact=False), or export from a sweep run on this setup")
+
+
+def load_artifact() -> float:
+    """Check, then load the artifact into this process's caches; returns the seconds it took."""
+    check()
+    t0 = time.perf_counter()
+    torch.compiler.load_cache_artifacts(ARTIFACT.read_bytes())
+    return time.perf_counter() - t0
+
+
+def compile_model(model: nn.Module, use_artifact: bool = True) -> nn.Module:
+    """The measured setting: the artifact loaded (unless use_artifact=False), then torch.compile
+    applied to the whole model, or, for scope regional, to every repeated block in place."""
+    torch.set_float32_matmul_precision(MATMUL_PRECISION)  # part of what the compiled code was built under
+    if use_artifact:
+        load_artifact()
+    if SCOPE == "whole":
+        return torch.compile(model, **COMPILE_KWARGS)
+    blocks = _blocks(model)
+    if not blocks:
+        raise ValueError(f"no {' or '.join(BLOCKS)} module in {type(model).__name__}: not the model measured")
+    for block in blocks:
+        block.compile(**COMPILE_KWARGS)
+    return model
+
+
+def _blocks(module: nn.Module) -> list:
+    found = []
+    for child in module.children():
+        found += [child] if type(child).__name__ in BLOCKS else _blocks(child)
+    return found
+'''
+
+
+def render(model: str, trial_id: str, setting: str, compile_kwargs: dict[str, Any], scope: str,
+           blocks: tuple[str, ...], matmul_precision: str) -> str:
+    """The module's source for one setting (values written as Python literals)."""
+    values = {"@MODEL@": model, "@TRIAL@": trial_id, "@SETTING@": setting, "@MODULE@": MODULE_NAME,
+              "@KWARGS@": repr(compile_kwargs), "@SCOPE@": repr(scope), "@BLOCKS@": repr(blocks),
+              "@MATMUL@": repr(matmul_precision)}
+    text = _TEXT
+    for key, value in values.items():
+        text = text.replace(key, value)
+    return text
