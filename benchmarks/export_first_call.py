@@ -1,0 +1,64 @@
+"""Time the first call of an exported setting in a fresh process, from its artifact or cold.
+
+    python benchmarks/export_first_call.py EXPORT_DIR [--cold]
+
+Builds the zoo model the trial measured (seeded, random weights) with the trial's batch size,
+sequence length and precision (inference), imports the export's `sweeper_compiled` module,
+compiles with its Mega-Cache artifact loaded (or cold, `--cold`), and prints one JSON line:
+first_call_s (device synchronized), load_s, and inductor's FX graph cache hits and misses.
+Inductor and Triton get a new, empty cache directory, as on a machine that never compiled it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+_CACHE = Path(tempfile.mkdtemp(prefix="export-first-call-"))
+os.environ.update(TORCHINDUCTOR_CACHE_DIR=str(_CACHE / "inductor"), TRITON_CACHE_DIR=str(_CACHE / "triton"))
+
+import torch  # noqa: E402
+from torch._dynamo.utils import counters  # noqa: E402
+
+from sweeper import zoo  # noqa: E402
+from sweeper.measure.workbench import _import  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("export_dir", type=Path)
+    ap.add_argument("--cold", action="store_true", help="compile without loading the artifact")
+    args = ap.parse_args()
+    setting = json.loads((args.export_dir / "versions.json").read_text())["setting"]
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    torch.manual_seed(0)
+    bundle = _import(zoo.REGISTRY[setting["model"]].builder)()
+    model = bundle.model.to(device).eval()
+    batch = bundle.make_batch(setting["batch_size"], setting["seq_len"], torch.Generator().manual_seed(0)).to(device)
+    sys.path.insert(0, str(args.export_dir))
+    import sweeper_compiled  # noqa: PLC0415 - the export's module, from its directory
+
+    t0 = time.perf_counter()
+    model = sweeper_compiled.compile_model(model, use_artifact=not args.cold)
+    load_s = time.perf_counter() - t0
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=setting["precision"] == "bf16")
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.no_grad(), autocast:
+        model(*batch.args, **batch.kwargs)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    print(json.dumps({"first_call_s": time.perf_counter() - t0, "load_s": load_s, "artifact": not args.cold,
+                      "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
+                      "fx_graph_cache_misses": counters["inductor"]["fxgraph_cache_miss"],
+                      "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}))
+
+
+if __name__ == "__main__":
+    main()
