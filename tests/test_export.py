@@ -70,6 +70,7 @@ def test_export_writes_the_module_artifact_versions_and_readme(tmp_path, capsys)
     versions = json.loads((out / "versions.json").read_text())
     assert versions["trial_id"] == "r" and versions["setting"]["scope"] == "regional"
     assert versions["compile_kwargs"] == {"mode": "default", "dynamic": False}
+    assert versions["setting"]["batch_size"] == 8 and versions["setting"]["compiled_regions"] == 2
     module = _load(out)
     assert (module.SCOPE, module.BLOCKS) == ("regional", ("BertLayer",))
     assert "block.compile(" in (out / "README.md").read_text()

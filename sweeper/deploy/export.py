@@ -112,7 +112,8 @@ def _module(row: dict[str, Any]) -> str:
 
 def _versions(row: dict[str, Any], data: bytes) -> dict[str, Any]:
     def plain(value: Any) -> Any:
-        return None if frames.is_missing(value) else value.item() if hasattr(value, "item") else value
+        value = None if frames.is_missing(value) else value.item() if hasattr(value, "item") else value
+        return int(value) if isinstance(value, float) and value.is_integer() else value
 
     setting = ("model", "mode", "dynamic_label", "backend", "scope", "region_classes", "compiled_regions",
                "batch_size", "seq_len", "phase", "precision", "matmul_precision")

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from sweeper.analysis import frames as rows
+from sweeper.analysis import frames
 from sweeper.analysis.frames import fmt_num
 from sweeper.report.figures import Figure, _axis, _clean, _layout, esc
 from sweeper.report.tables import table, td, td_num
@@ -43,7 +43,7 @@ def compile_vs_throughput(d: pd.DataFrame, title: str) -> Figure:
                        "y": _clean([p["throughput_items_s_w"], p["throughput_items_s_r"]]), "showlegend": False,
                        "hoverinfo": "skip", "line": {"color": "#9ca3af", "width": 1}})
     for scope, g in d.groupby("scope", sort=True):
-        text = [f"<b>{esc(rows.setting_label(r))}</b><br>cold compile {fmt_num(r['compile_s'])} s · "
+        text = [f"<b>{esc(frames.setting_label(r))}</b><br>cold compile {fmt_num(r['compile_s'])} s · "
                 f"{fmt_num(r['throughput_items_s'])} items/s<br>regions compiled {fmt_num(r['compiled_regions'])} · "
                 f"warm start from artifact {fmt_num(r['warm_megacache_s'])} s" for _, r in g.iterrows()]
         traces.append({"type": "scatter", "mode": "markers", "name": esc(scope), "x": _clean(g["compile_s"]),
@@ -64,7 +64,7 @@ def ratio_table(d: pd.DataFrame) -> str:
                "regional / whole", "artifact warm start saves (whole)", "(regional)"]
     body = []
     for _, p in pairs(d).iterrows():
-        label = rows.setting_label({"mode": p["mode_w"], "dynamic_label": p["dynamic_label_w"],
+        label = frames.setting_label({"mode": p["mode_w"], "dynamic_label": p["dynamic_label_w"],
                                     "batch_size": p["batch_size_w"], "seq_len": p["seq_len_w"]})
         body.append("<tr>" + td(label) + td_num(p["compile_s_w"]) + td_num(p["compile_s_r"])
                     + td_num(p["compile_ratio"], suffix="×") + td_num(p["throughput_items_s_w"])
