@@ -37,8 +37,7 @@ log = logging.getLogger(__name__)
 
 def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: Path | None = None,
         load_megacache: Path | None = None) -> dict[str, Any]:
-    """Measure the payload's trial into a row; `save_megacache`: write the cache artifact of a
-    compiled trial there, `load_megacache`: load one before measuring."""
+    """Measure the payload's trial into a row, loading and saving a Mega-Cache artifact if asked."""
     trial = Trial.from_dict(payload["trial"])
     device = torch.device(payload.get("device", "cpu"))
     row: dict[str, Any] = {"status": "running", "error": None,
