@@ -177,8 +177,18 @@ def _global_flags(default: object) -> argparse.ArgumentParser:
     return flags
 
 
+def _import_from_working_directory() -> None:
+    """A spec's `module:factory` imports from the working directory whichever way sweeper was
+    started: `python -m sweeper` puts it first on the import path, the installed `sweeper`
+    script puts its own bin directory there instead."""
+    cwd = os.getcwd()
+    if not any(Path(p or ".").resolve() == Path(cwd).resolve() for p in sys.path):
+        sys.path.insert(0, cwd)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _import_from_working_directory()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:

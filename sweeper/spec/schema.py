@@ -177,6 +177,24 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+_UNCLOSED = {"while parsing a flow sequence": "'['", "while parsing a flow mapping": "'{'",
+             "while scanning a quoted scalar": "the quote"}
+"""YAML errors found after the fact: the mark that matters is where the bracket or quote opened."""
+
+
+def _yaml_error_text(e: yaml.YAMLError) -> str:
+    """` at line L, column C: problem`, pointing at an unclosed bracket or quote where it opened
+    (PyYAML's own mark is where it noticed, one line or more further down)."""
+    mark, context = getattr(e, "problem_mark", None), getattr(e, "context", None)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    opened = getattr(e, "context_mark", None)
+    if context in _UNCLOSED and opened is not None:
+        seen = f" at line {mark.line + 1}" if mark else ""
+        return (f" at line {opened.line + 1}, column {opened.column + 1}: {_UNCLOSED[context]} opened here "
+                f"is never closed ({problem}{seen})")
+    return f" at line {mark.line + 1}, column {mark.column + 1}: {problem}" if mark else f": {problem}"
+
+
 def load_spec(path: str | Path) -> SweepSpec:
     p = Path(path)
     if not p.is_file():
@@ -184,10 +202,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     try:
         data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise SpecError(f"{p}: invalid YAML{where}: {problem}") from None
+        raise SpecError(f"{p}: invalid YAML{_yaml_error_text(e)}") from None
     except UnicodeDecodeError:
         raise SpecError(f"{p}: not a text file") from None
     return parse_spec(data, source=str(p))

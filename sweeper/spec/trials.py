@@ -173,9 +173,10 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
                       or _stream_drop_reason(model, c, stream))
             config = {"model": mdict, **{k: c[k] for k in CONFIG_COLUMNS}, "measure": measure}
             if reason:
-                where = f"{c['phase']} stream {c['workload']}" if stream else f"seq{c['seq_len']}"
+                where = f" {c['phase']} stream {c['workload']}" if stream else ""
+                where = where or (f" seq{c['seq_len']}" if c["seq_len"] else "")
                 scope = " regional" if c["scope"] == "regional" else ""
-                dropped.append(Dropped(f"{model.name} {c['mode']}{scope} bs{c['batch_size']} {where}", reason))
+                dropped.append(Dropped(f"{model.name} {c['mode']}{scope} bs{c['batch_size']}{where}", reason))
                 continue
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
                 config.update(bucketing=c["bucketing"], mark_dynamic=c["mark_dynamic"], workload=stream)
