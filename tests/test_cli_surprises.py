@@ -66,3 +66,30 @@ def test_dropped_vision_trial_names_no_sequence_length(tmp_path, capsys, no_ray)
     out = capsys.readouterr().out
     assert "  dropped resnet18-tiny max-autotune bs2: mode 'max-autotune' needs the inductor" in out, out
     assert "seqNone" not in out
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027], ids=["022", "027"])
+def test_output_files_follow_the_umask(umask, tmp_path) -> None:
+    """The manifest and Parquet file a sweep writes, and the report, get the modes a plain file
+    written under the user's umask would."""
+    from sweeper.cli.app import main
+    from sweeper.results import synthetic
+    from sweeper.results.store import write_rows
+    from sweeper.run.state import SweepState
+    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.trials import expand
+
+    old = os.umask(umask)
+    try:
+        state = SweepState.open(parse_spec(tiny_spec("modes")), tmp_path / "res", resume=False)
+        trial = expand(state.spec)[0][0]
+        state.add(trial, {"status": "ok"})
+        write_rows(tmp_path / "demo.parquet", synthetic.make_rows(6, seed=1, models=["resnet50"]))
+        assert main(["report", str(tmp_path / "demo.parquet"), "-o", str(tmp_path / "report.html")]) == 0
+        (tmp_path / "plain").write_text("x")
+    finally:
+        os.umask(old)
+    expected = 0o666 & ~umask
+    assert (tmp_path / "plain").stat().st_mode & 0o777 == expected
+    for path in (state.results_path, tmp_path / "res" / "sweep.json", tmp_path / "report.html"):
+        assert path.stat().st_mode & 0o777 == expected, (path, oct(path.stat().st_mode))
