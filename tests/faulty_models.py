@@ -169,3 +169,8 @@ def make_slow(seconds: float = 1.0) -> nn.Module:
     """Healthy, but takes `seconds` to build: gives a test time to act between trials."""
     time.sleep(seconds)
     return _Fault()
+
+
+def make_unbuildable() -> nn.Module:
+    """Raises in the factory itself, as a user's model with a wrong argument would."""
+    raise ValueError("width must be a multiple of 64 (got 50)\nsecond line of detail")

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -93,3 +99,67 @@ def test_output_files_follow_the_umask(umask, tmp_path) -> None:
     assert (tmp_path / "plain").stat().st_mode & 0o777 == expected
     for path in (state.results_path, tmp_path / "res" / "sweep.json", tmp_path / "report.html"):
         assert path.stat().st_mode & 0o777 == expected, (path, oct(path.stat().st_mode))
+
+
+def _eager_spec(tmp_path: Path, name: str, factory: str, batch_sizes: list[int]) -> Path:
+    return write_spec(tmp_path, tiny_spec(name, models=[{"name": "m", "factory": factory,
+                                                         "input": {"kind": "tensor", "shape": [8]}}],
+                                          axes={"mode": ["eager"], "batch_size": batch_sizes},
+                                          resources={"max_concurrent_trials": 1}))
+
+
+def _wait_for_rows(results: Path, proc: subprocess.Popen, log: Path, timeout_s: float = 240) -> None:
+    from sweeper.results.store import read_results
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if results.exists() and len(read_results([results])) >= 1:
+            return
+        assert proc.poll() is None, f"the sweep ended before Ctrl-C:\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+    pytest.fail(f"no row after {timeout_s} s:\n{log.read_text()[-3000:]}")
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> None:
+    """Ctrl-C in a terminal: SIGINT to the sweep's whole process group, after its first row."""
+    from sweeper.results.store import RESULTS_FILE, read_results
+
+    spec, out = _eager_spec(tmp_path, "interrupt", "faulty_models:make_ok", [1, 2, 3, 4, 5, 6]), tmp_path / "out"
+    ray_tmp = Path(tempfile.mkdtemp(prefix="swi-"))  # its own Ray, short for socket paths
+    env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
+    env.pop("RAY_ADDRESS", None)
+    log = tmp_path / "driver.log"
+    with open(log, "w") as sink:
+        driver = subprocess.Popen([sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out),
+                                   "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path,
+                                  start_new_session=True)
+    try:
+        _wait_for_rows(out / RESULTS_FILE, driver, log)
+        os.killpg(driver.pid, signal.SIGINT)
+        assert driver.wait(timeout=120) == 130, log.read_text()[-3000:]
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(driver.pid, signal.SIGKILL)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    last = log.read_text().strip().splitlines()[-1]
+    command = f"python -m sweeper run {spec} --results {out} --resume --no-report"
+    assert last.startswith("sweeper: interrupted; ") and last.endswith(f"to finish the sweep: {command}"), last
+    saved = len(read_results([out / RESULTS_FILE]))
+    assert f"; {saved} of 6 trials are saved in {out / RESULTS_FILE};" in last
+    assert saved < 6, "the interrupt came too late to test"
+    assert run_cli(shlex.split(command)[3:]) == 0  # the printed command finishes the sweep
+    assert len(read_results([out / RESULTS_FILE])) == 6
+
+
+@pytest.mark.slow
+def test_sweep_whose_every_trial_failed_exits_1_and_prints_each_error(ray_local, tmp_path, capsys) -> None:
+    spec = _eager_spec(tmp_path, "broken", "faulty_models:make_unbuildable", [1, 2])
+    assert run_cli(["run", str(spec), "--results", str(tmp_path / "out"), "--no-report"]) == 1
+    captured = capsys.readouterr()
+    lines = captured.out.splitlines()
+    start = lines.index("failed trials: 2 of 2")
+    for bs, line in zip((1, 2), lines[start + 1:start + 3], strict=True):
+        assert line.startswith(f"  m eager bs{bs} infer fp32: RUNTIME_ERROR: ValueError: width must be a multiple"), line
+        assert line.endswith("(got 50)"), line
+    assert "every trial failed (2)" in captured.err

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import tempfile
 import time
@@ -79,23 +80,63 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     runner.check_options(args.storage, args.callback)
     t0 = time.monotonic()
-    runner.connect(args.address)
-    device = runner.resolve_device(spec)
-    log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
-             len(trials) - len(todo), device, state.results_path)
-    state.save_manifest()
-    missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback) if todo else []
+    try:
+        runner.connect(args.address)
+        device = runner.resolve_device(spec)
+        log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
+                 len(trials) - len(todo), device, state.results_path)
+        state.save_manifest()
+        missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback) if todo else []
+    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
+        print(f"sweeper: interrupted; {len(state.rows)} of {len(trials)} trials are saved in {state.results_path}; "
+              f"to finish the sweep: {resume_command(args, results_dir)}", file=sys.stderr)
+        return 130
+    return _finish(args, state, trials, missing, time.monotonic() - t0)
+
+
+def _finish(args: argparse.Namespace, state: SweepState, trials: list[Trial], missing: list[str],
+            took_s: float) -> int:
+    """The table, the self-check, every failure's first line and the report; exit 1 when a trial
+    was left without a row or no trial of the sweep succeeded."""
     print(summary_table(state.rows) if state.rows else "no rows")
     if state.rows:
         print(baseline_check(_frame(state)))
-    log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), time.monotonic() - t0,
-             state.results_path)
+    failures = failure_lines(state.rows, {t.trial_id: t.label for t in trials})
+    if failures:
+        print("\n".join(failures))
+    log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), took_s, state.results_path)
     if not args.no_report and state.rows:
         from sweeper.report.page import write_report
 
-        path = write_report(_frame(state), results_dir / "report.html", title=f"sweeper: {spec.name}")
+        path = write_report(_frame(state), state.dir / "report.html", title=f"sweeper: {state.spec.name}")
         print(f"report: {path}")
+    if state.rows and all(r["status"] != "ok" for r in state.rows):
+        print(f"sweeper: every trial failed ({len(state.rows)}); the errors are above", file=sys.stderr)
+        return 1
     return 1 if missing else 0
+
+
+def failure_lines(rows: list[dict], labels: dict[str, str]) -> list[str]:
+    """One line per failed trial: its setting, status and the first line of its error."""
+    failed = [r for r in rows if r["status"] != "ok"]
+    lines = [f"failed trials: {len(failed)} of {len(rows)}"] if failed else []
+    for r in failed:
+        first = next((line.strip() for line in str(r.get("error") or "").splitlines() if line.strip()), "")
+        label = labels.get(r["trial_id"], r["trial_id"])
+        lines.append(f"  {label}: {r['status'].upper()}{': ' + first[:300] if first else ''}")
+    return lines
+
+
+def resume_command(args: argparse.Namespace, results_dir: Path) -> str:
+    """The command that finishes this sweep: the same spec, results and options, with --resume."""
+    prog = ["python", "-m", "sweeper"] if Path(sys.argv[0]).name == "__main__.py" else ["sweeper"]
+    words = [*prog, "run", args.spec, "--results", str(results_dir), "--resume"]
+    for flag, value in (("--address", args.address), ("--storage", args.storage)):
+        words += [flag, value] if value else []
+    for name in args.callback:
+        words += ["--callback", name]
+    words += ["--no-report"] if args.no_report else []
+    return shlex.join(words)
 
 
 def baseline_check(df) -> str:

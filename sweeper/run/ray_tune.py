@@ -25,6 +25,9 @@ from urllib.parse import urlsplit
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "64")
 os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tables, our progress lines only
+# Tune would catch Ctrl-C, end the run as if it had finished and return: let it reach the CLI instead,
+# which says how to resume and exits 130 (SIGTERM takes the same path, see `connect`).
+os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
