@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -142,7 +143,13 @@ def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> 
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
         shutil.rmtree(ray_tmp, ignore_errors=True)
-    last = log.read_text().strip().splitlines()[-1]
+    lines = log.read_text().strip().splitlines()
+    last = lines[-1]
+    progress = [line for line in lines if re.search(r"starting 6 trials|started m eager|\[\d/6\]", line)]
+    assert "starting 6 trials, each holding 1 CPU, 0 GPUs; cluster: " in progress[0], progress
+    assert progress[0].endswith("1 start now; 5 wait for a free slot (at most 1 at a time)"), progress
+    assert "started m eager bs1 infer fp32 | 1 running" in progress[1], progress
+    assert all(re.match(r"\d\d:\d\d:\d\d ", line) for line in progress), progress  # timestamped
     command = f"python -m sweeper run {spec} --results {out} --resume --no-report"
     assert last.startswith("sweeper: interrupted; ") and last.endswith(f"to finish the sweep: {command}"), last
     saved = len(read_results([out / RESULTS_FILE]))
@@ -163,3 +170,15 @@ def test_sweep_whose_every_trial_failed_exits_1_and_prints_each_error(ray_local,
         assert line.startswith(f"  m eager bs{bs} infer fp32: RUNTIME_ERROR: ValueError: width must be a multiple"), line
         assert line.endswith("(got 50)"), line
     assert "every trial failed (2)" in captured.err
+
+
+def test_ray_client_address_without_ray_client_is_refused_up_front(tmp_path, capsys, monkeypatch) -> None:
+    """Without grpcio (the ray[client] extra) a ray:// address fails in one line, before Ray starts."""
+    monkeypatch.setitem(sys.modules, "grpc", None)  # what Python does for a package that is not installed
+    spec = write_spec(tmp_path, tiny_spec("client"))
+    address = "ray://127.0.0.1:10001"
+    assert run_cli(["run", str(spec), "--results", str(tmp_path / "out"), "--address", address]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"sweeper: error: --address {address} needs Ray Client: pip install \"ray[client]\" (or run the "
+                   "sweep on the cluster: ray job submit -- sweeper run SPEC)\n")
+    assert not (tmp_path / "out" / "sweep.json").exists()

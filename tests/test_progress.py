@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from sweeper.run.progress import Progress, kind
@@ -49,3 +51,50 @@ def test_kinds_separate_modes_and_streams() -> None:
     trials, _ = expand(parse_spec(tiny_spec()))
     assert sorted(kind(t) for t in trials) == ["default", "eager"]
     assert Progress.of(trials, slots=2).kinds == {t.trial_id: kind(t) for t in trials}
+
+
+class _Lines(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+@pytest.fixture
+def progress_lines():
+    handler, logger = _Lines(), logging.getLogger("sweeper.run.ray_tune")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.INFO)
+    yield handler.lines
+    logger.removeHandler(handler)
+    logger.setLevel(old)
+
+
+def test_first_line_says_what_starts_and_what_waits_for_a_slot(progress_lines) -> None:
+    p = Progress(total=8, slots=2)
+    p.announce({"cpu": 16, "gpu": 1}, None, {"CPU": 64.0, "GPU": 4.0}, {"CPU": 32.0, "GPU": 2.0})
+    assert progress_lines == ["starting 8 trials, each holding 16 CPUs, 1 GPU; cluster: 64 CPUs, 4 GPUs (free now: "
+                              "32 CPUs, 2 GPUs); 2 start now; 6 wait for a free slot (as many at a time as the "
+                              "cluster holds)"]
+
+
+def test_trials_that_fit_nowhere_now_say_so_then_and_while_they_wait(progress_lines) -> None:
+    p = Progress(total=3, slots=1)
+    p.announce({"cpu": 1, "gpu": 1}, None, {"CPU": 8.0}, {"CPU": 8.0})
+    assert progress_lines[0].endswith("0 start now; none fits in what is free now: they wait for the cluster "
+                                      "(or its autoscaler) to free or add it")
+    asked = []
+    p.waiting(3, {"cpu": 1, "gpu": 1}, lambda: asked.append(1) or {"CPU": 8.0}, every_s=60, now=p.last_wait_line + 1)
+    assert len(progress_lines) == 1 and not asked  # not due yet: the cluster is not even asked
+    p.waiting(3, {"cpu": 1, "gpu": 1}, lambda: {"CPU": 8.0}, every_s=60, now=p.last_wait_line + 61)
+    assert progress_lines[1] == "3 trials waiting for resources: each needs 1 CPU, 1 GPU, free now: 8 CPUs, 0 GPUs"
+
+
+def test_each_trial_start_is_a_line(progress_lines) -> None:
+    p = Progress(total=2, slots=2)
+    p.start("a", "m eager bs1 infer fp32", now=0.0)
+    p.start("b", "m eager bs2 infer fp32", now=1.0)
+    assert progress_lines == ["started m eager bs1 infer fp32 | 1 running", "started m eager bs2 infer fp32 | 2 running"]

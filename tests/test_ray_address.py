@@ -38,6 +38,7 @@ _NODE_ID = "import ray; ray.init(log_to_driver=False, logging_level='ERROR'); " 
 class Head:
     gcs: str
     dashboard: str
+    client: str  # ray://HOST:PORT of its Ray Client server
     env: dict[str, str]  # RAY_ADDRESS and this cluster's token
     node_id: str
 
@@ -47,11 +48,12 @@ def head() -> Iterator[Head]:
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-ad-"))  # short: Ray's Unix sockets live under it
     env = _cluster_env()
     gcs, dashboard = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
+    client = f"ray://127.0.0.1:{_free_port()}"
     cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
            f"--port={gcs.rsplit(':', 1)[1]}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
            f"--dashboard-port={dashboard.rsplit(':', 1)[1]}", f"--dashboard-agent-listen-port={_free_port()}",
            "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp_dir}", f"--object-store-memory={100 * 2**20}",
-           "--disable-usage-stats"]
+           "--disable-usage-stats", f"--ray-client-server-port={client.rsplit(':', 1)[1]}"]
     log = open(temp_dir / "head.log", "w")
     started = [subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 cwd=temp_dir)]
@@ -64,7 +66,7 @@ def head() -> Iterator[Head]:
         env = {**env, "RAY_ADDRESS": gcs}
         out = subprocess.run([sys.executable, "-c", _NODE_ID], env=env, capture_output=True, text=True, timeout=90)
         assert out.returncode == 0, out.stderr[-3000:]
-        yield Head(gcs, f"http://{dashboard}", env, out.stdout.split()[-1])
+        yield Head(gcs, f"http://{dashboard}", client, env, out.stdout.split()[-1])
     finally:
         _stop(started)
         log.close()
@@ -95,6 +97,15 @@ def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path
     out = _sweep(head.env, tmp_path, "--address", "local")
     assert out.returncode == 0, out.stderr[-3000:]
     assert head.node_id not in _node_ids(tmp_path)
+
+
+@pytest.mark.slow
+def test_ray_client_address_runs_the_sweep_and_brings_its_rows_back(head, tmp_path):
+    env = {k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}
+    out = _sweep(env, tmp_path, "--address", head.client)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _node_ids(tmp_path) == {head.node_id}
+    assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
 
 
 @pytest.mark.slow

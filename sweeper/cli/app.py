@@ -230,7 +230,8 @@ def _import_from_working_directory() -> None:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     _import_from_working_directory()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(message)s",
+                        datefmt="%H:%M:%S")
     log.setLevel(logging.DEBUG if args.verbose else logging.INFO)
     try:
         return args.func(args)

@@ -1,4 +1,6 @@
-"""Progress of a running sweep: one log line per finished trial, with a time-left estimate.
+"""Progress of a running sweep, from its first second: a line when it starts (its trials, what
+the cluster has, what waits and why), a line when each trial starts, one when it finishes with a
+time-left estimate, and a line now and then while trials wait for resources.
 
 The estimate prices each trial still to run by the median duration of finished trials of its
 own kind (its compile mode, with or without an input stream): eager trials take seconds,
@@ -41,8 +43,36 @@ class Progress:
     def of(cls, trials: list[Trial], slots: int) -> Progress:
         return cls(total=len(trials), slots=slots, kinds={t.trial_id: kind(t) for t in trials})
 
-    def start(self, tid: str, now: float | None = None) -> None:
+    last_wait_line: float = 0.0
+
+    def announce(self, per_trial: dict[str, float], concurrent: int | None, cluster: dict[str, float],
+                 free: dict[str, float]) -> None:
+        """The sweep's first line: how many trials, what each holds, what the cluster has, and
+        how many start at once (the others wait: for a slot, or for resources)."""
+        fits = _fits(per_trial, free)
+        now = min(fits, concurrent or fits, self.total)
+        limit = f"at most {concurrent} at a time" if concurrent else "as many at a time as the cluster holds"
+        why = ("" if now >= self.total else
+               f"; {self.total - now} wait for a free slot ({limit})" if now else
+               "; none fits in what is free now: they wait for the cluster (or its autoscaler) to free or add it")
+        log.info("starting %d trials, each holding %s; cluster: %s (free now: %s); %d start now%s", self.total,
+                 _resources_text(per_trial), _resources_text(cluster), _resources_text(free), now, why)
+        self.last_wait_line = time.monotonic()
+
+    def waiting(self, pending: int, per_trial: dict[str, float], free: Callable[[], dict[str, float]],
+                every_s: float = 60.0, now: float | None = None) -> None:
+        """While trials wait and none runs, a line every `every_s` seconds saying what they wait for
+        (`free` asks the cluster what is free, only when a line is due)."""
+        now = time.monotonic() if now is None else now
+        if pending and not self.started and now - self.last_wait_line >= every_s:
+            self.last_wait_line = now
+            log.info("%d trials waiting for resources: each needs %s, free now: %s", pending,
+                     _resources_text(per_trial), _resources_text(free()))
+
+    def start(self, tid: str, label: str | None = None, now: float | None = None) -> None:
         self.started[tid] = time.monotonic() if now is None else now
+        if label is not None:
+            log.info("started %s | %d running", label, len(self.started))
 
     def finish(self, tid: str, label: str, row: dict[str, Any], now: float | None = None) -> None:
         now = time.monotonic() if now is None else now
@@ -84,6 +114,20 @@ class Progress:
         unknown = left - len(self.started) - len(pending)  # trials this Progress was not told about
         work += max(0, unknown) * estimate(None)
         return work / max(1, min(self.slots, left))
+
+
+_RESOURCE_NAMES = {"cpu": "CPU", "gpu": "GPU"}
+
+
+def _fits(per_trial: dict[str, float], free: dict[str, float]) -> int:
+    """How many trials the free resources hold at once (Tune's lower-case names or Ray's)."""
+    needs = {_RESOURCE_NAMES.get(k, k): v for k, v in per_trial.items() if v}
+    return int(min((free.get(k, 0.0) // v for k, v in needs.items()), default=0))
+
+
+def _resources_text(resources: dict[str, float]) -> str:
+    named = {_RESOURCE_NAMES.get(k, k): v for k, v in resources.items()}
+    return ", ".join(f"{named.get(k, 0):g} {k}{'' if named.get(k, 0) == 1 else 's'}" for k in ("CPU", "GPU"))
 
 
 def _is_eager(k: str | None) -> bool:

@@ -34,6 +34,7 @@ from ray import tune  # noqa: E402
 
 from sweeper.run import search  # noqa: E402
 from sweeper.run.isolate import user_import_path  # noqa: E402
+from sweeper.run.options import CALLBACKS, check_options, storage_uri  # noqa: E402,F401
 from sweeper.run.progress import Progress, kind  # noqa: E402
 from sweeper.run.state import SweepError, SweepState  # noqa: E402
 from sweeper.spec.schema import SweepSpec  # noqa: E402
@@ -44,8 +45,6 @@ PROBE_S = 10.0
 """How long an address may refuse connections (a head still starting) before the sweep gives up."""
 CONNECT_S = 25.0
 """Ray's own connect must finish within this (the whole command then ends within 30 s)."""
-CALLBACKS = {"wandb": ("wandb", "ray.air.integrations.wandb", "WandbLoggerCallback"),
-             "mlflow": ("mlflow", "ray.air.integrations.mlflow", "MLflowLoggerCallback")}
 
 
 def connect(address: str | None) -> None:
@@ -53,11 +52,12 @@ def connect(address: str | None) -> None:
     cluster running on this machine, else a new local Ray without dashboard); `local` is always
     a new private Ray; `auto`, HOST:PORT and ray://HOST:PORT attach to a cluster. An address
     with nothing behind it is a SweepError naming it, raised within CONNECT_S."""
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    _check_client(target)
     if ray.is_initialized():
         return
     for name in ("ray.tune", "ray.train", "ray.air"):
         logging.getLogger(name).setLevel(logging.ERROR)
-    target = address or os.environ.get("RAY_ADDRESS") or None
     if target not in (None, "auto", "local"):
         _probe(target)
     common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
@@ -73,6 +73,16 @@ def connect(address: str | None) -> None:
     finally:
         watchdog.cancel()
     signal.signal(signal.SIGTERM, _interrupt)  # ray.init installed sys.exit; stop like Ctrl-C instead
+
+
+def _check_client(target: str | None) -> None:
+    """A ray:// address needs Ray Client, which needs the ray[client] extra (grpcio)."""
+    if target and target.startswith("ray://"):
+        try:
+            import grpc  # noqa: F401
+        except ImportError:
+            raise SweepError(f"--address {target} needs Ray Client: pip install \"ray[client]\" (or run the sweep "
+                             "on the cluster: ray job submit -- sweeper run SPEC)") from None
 
 
 def _probe(address: str) -> None:
@@ -128,14 +138,21 @@ def _trainable(config: dict[str, Any], payloads: dict[str, dict[str, Any]], max_
 class _Collector(tune.Callback):
     """Driver side: each trial's row is written durably as soon as it arrives."""
 
-    def __init__(self, state: SweepState, trials: dict[str, Trial], progress: Progress):
-        self.state, self.trials, self.progress = state, trials, progress
+    def __init__(self, state: SweepState, trials: dict[str, Trial], progress: Progress,
+                 resources: dict[str, float] | None = None):
+        self.state, self.trials, self.progress, self.resources = state, trials, progress, resources or {}
         self.done: set[str] = set()
         self.started_at: dict[str, datetime] = {}
 
     def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        self.started_at.setdefault(_trial_name(trial), datetime.now(UTC))  # a Tune retry keeps the first
-        self.progress.start(_trial_name(trial))
+        tid = _trial_name(trial)
+        self.started_at.setdefault(tid, datetime.now(UTC))  # a Tune retry keeps the first
+        self.progress.start(tid, self.trials[tid].label)
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        pending = [t for t in trials if t.status == "PENDING"]
+        if pending:
+            self.progress.waiting(len(pending), self.resources, ray.available_resources)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         tid = _trial_name(trial)
@@ -187,32 +204,11 @@ def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
     return max(1, min(shares, default=1)), True
 
 
-def check_options(storage: str | None, callbacks: list[str]) -> None:
-    """Refuse a --storage URI no file system serves, or a --callback whose package is missing,
-    before anything starts."""
-    if storage is not None:
-        _storage_uri(storage)
-    for name in callbacks:
-        package = CALLBACKS[name][0]
-        if importlib.util.find_spec(package) is None:
-            raise SweepError(f"--callback {name} needs the {package} package: pip install {package}")
-
-
 def _storage(state: SweepState, storage: str | None) -> str:
     """Where Tune keeps its records: RESULTS/tune, or a URI any pyarrow file system serves."""
     if storage is None:
         return str((state.dir / "tune").resolve())
-    return _storage_uri(storage)
-
-
-def _storage_uri(storage: str) -> str:
-    import pyarrow.fs
-
-    try:
-        pyarrow.fs.FileSystem.from_uri(storage)
-    except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError, OSError, ValueError) as e:
-        raise SweepError(f"--storage {storage}: {' '.join(str(e).split())[:200]}") from None
-    return storage
+    return storage_uri(storage)
 
 
 def logger_callbacks(names: list[str], spec: SweepSpec) -> list[tune.Callback]:
@@ -235,7 +231,10 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
               callbacks: list[str] | None = None) -> list[str]:
     """Run `trials` (already filtered for resume), or the spec's search over them, and record
-    every trial that runs in `state`. Returns the ids of trials started but left without a row."""
+    every trial that runs in `state`. Returns the ids of trials started but left without a row.
+
+    Through Ray Client (ray://) Tune's loop runs on the cluster, not here: the rows are taken
+    from its results when it ends, and its records stay on the cluster (Tune's default place)."""
     r = state.spec.resources
     cpus, pinned = cpus_per_trial(state.spec, device)
     resources = {"cpu": cpus, "gpu": r.gpus_per_trial if device == "cuda" else 0}
@@ -245,7 +244,9 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     searcher = _settings(state, trials)
     planned = len(searcher.first) + searcher.budget
     progress = Progress(total=planned, slots=concurrent or max(1, gpus), kinds={t.trial_id: kind(t) for t in trials})
-    collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
+    progress.announce(resources, concurrent, ray.cluster_resources(), ray.available_resources())
+    collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
+    client = ray.util.client.ray.is_connected()
     import_path = user_import_path()  # where the driver found the spec's factories
     payloads = {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path,
                              "pin_cpus": cpus if pinned else None} for t in trials}
@@ -255,12 +256,32 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
                                     reuse_actors=True, trial_name_creator=_trial_name,
                                     trial_dirname_creator=_trial_name),
-        run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}", storage_path=_storage(state, storage),
-                                  verbose=0, callbacks=[collector, *logger_callbacks(callbacks or [], state.spec)],
+        run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+                                  storage_path=None if client and storage is None else _storage(state, storage),
+                                  verbose=0, callbacks=[*([] if client else [collector]),
+                                                        *logger_callbacks(callbacks or [], state.spec)],
                                   failure_config=tune.FailureConfig(max_failures=r.max_retries)),
     )
-    tuner.fit()
-    missing = [tid for tid in searcher.suggested if tid not in collector.done]
-    for tid in missing:  # Tune ended without a result or an error for these (e.g. interrupted)
+    grid = tuner.fit()
+    started = _collect_client_results(collector, grid) if client else searcher.suggested
+    missing = [tid for tid in started if tid not in collector.done]
+    for tid in missing:  # Tune ended without a result or an error for these
         log.warning("no result for trial %s (%s)", tid, collector.trials[tid].label)
     return missing
+
+
+def _collect_client_results(collector: _Collector, grid: Any) -> list[str]:
+    """Ray Client: record each trial's row from the results Tune sent back; returns the trial ids."""
+    seen: list[str] = []
+    for result in grid:
+        tid = (result.config or {}).get("trial_id")
+        if tid is None:
+            continue
+        seen.append(tid)
+        if "row_json" in (result.metrics or {}):
+            collector._record(tid, json.loads(result.metrics["row_json"]))
+        elif result.error is not None:
+            now = datetime.now(UTC).isoformat()
+            collector._record(tid, {"status": "crashed", "started_at": now, "finished_at": now,
+                                    "error": f"the Ray worker running this trial failed: {result.error}"[:2000]})
+    return seen
