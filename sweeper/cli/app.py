@@ -108,7 +108,11 @@ def _finish(args: argparse.Namespace, state: SweepState, trials: list[Trial], mi
     if not args.no_report and state.rows:
         from sweeper.report.page import write_report
 
-        path = write_report(_frame(state), state.dir / "report.html", title=f"sweeper: {state.spec.name}")
+        from sweeper.results import traces
+
+        out = state.dir / "report.html"
+        path = write_report(_frame(state), out, title=f"sweeper: {state.spec.name}",
+                            traces=traces.links([state.results_path], out))
         print(f"report: {path}")
     if state.rows and all(r["status"] != "ok" for r in state.rows):
         print(f"sweeper: every trial failed ({len(state.rows)}); the errors are above", file=sys.stderr)
@@ -208,6 +212,10 @@ def build_parser() -> argparse.ArgumentParser:
     from sweeper.cli import export_cmd
 
     export_cmd.register(sub, common)
+
+    from sweeper.cli import trace_cmd
+
+    trace_cmd.register(sub, common)
     return ap
 
 

@@ -18,7 +18,8 @@ from sweeper.analysis import recommend_text
 from sweeper.analysis.recommend import Limits, RecommendError, recommend_all
 from sweeper.report.page import DEFAULT_TITLE, write_report
 from sweeper.results.schema import ResultsError
-from sweeper.results.store import read_results
+from sweeper.results import traces
+from sweeper.results.store import find_result_files, read_results
 from sweeper.spec.sections import Phase, Precision
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         df = read_results(args.paths)
         base = read_results(args.compare) if args.compare else None
-        path = write_report(df, args.output, title=args.title, compare_df=base)
+        links = traces.links(find_result_files(args.paths), args.output)
+        path = write_report(df, args.output, title=args.title, compare_df=base, traces=links)
     except (ResultsError, OSError) as e:
         return _fail(e)
     print(f"report: {path} ({len(df)} trials, {path.stat().st_size / 1e6:.1f} MB)")

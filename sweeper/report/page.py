@@ -39,16 +39,18 @@ FRONT_OBJECTIVES = [("throughput_items_s", "max"), ("run_peak_mem_gib", "min"), 
 
 
 def write_report(df: pd.DataFrame, out_path: Path, title: str = DEFAULT_TITLE,
-                 compare_df: pd.DataFrame | None = None) -> Path:
-    """Write the report for the trial rows `df` (optionally against base rows) to `out_path`."""
+                 compare_df: pd.DataFrame | None = None, traces: dict[str, str] | None = None) -> Path:
+    """Write the report for the trial rows `df` (optionally against base rows) to `out_path`;
+    `traces`: trial id -> link to its compile trace, relative to the report."""
     out_path = Path(out_path)
-    text = build_html(df, title, compare_df)
+    text = build_html(df, title, compare_df, traces)
     atomic_write_bytes(out_path, text.encode("utf-8"))
     log.debug("wrote %s (%.1f MB, %d trials)", out_path, len(text) / 1e6, len(df))
     return out_path
 
 
-def build_html(df: pd.DataFrame, title: str = DEFAULT_TITLE, compare_df: pd.DataFrame | None = None) -> str:
+def build_html(df: pd.DataFrame, title: str = DEFAULT_TITLE, compare_df: pd.DataFrame | None = None,
+               traces: dict[str, str] | None = None) -> str:
     data = explore.prepare(frames.prepare(df.reset_index(drop=True)))
     data["on_front"] = pareto_front(data, objectives=FRONT_OBJECTIVES, group_by=ranking.CONTEXT)
     summary = context_summary(data)
@@ -58,7 +60,7 @@ def build_html(df: pd.DataFrame, title: str = DEFAULT_TITLE, compare_df: pd.Data
     parts += [_model_section(model, data, by_context, summary, page) for model in summary["model"].unique()]
     if compare_df is not None:
         parts.append(_comparison(compare_df, df))
-    return page.render(title, parts)
+    return page.render(title, [*parts, tables.traces_section(data, traces or {})])
 
 
 class _Page:

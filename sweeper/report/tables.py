@@ -134,3 +134,21 @@ def comparison_table(cmp: pd.DataFrame) -> str:
                     + td(frames.setting_label(r.rename({"dynamic": "dynamic_label"})))
                     + td(" · ".join(str(r[k]) for k in ("phase", "precision") if r[k])) + pairs + f'<td class="wrap">{esc(r["changes"])}</td>' + "</tr>")
     return table(headers, body)
+
+
+def traces_section(data: pd.DataFrame, links: dict[str, str]) -> str:
+    """Every traced row with a link to its compile trace; empty when no row was traced."""
+    traced = data[data["trace_bytes"].notna()] if "trace_bytes" in data else data.iloc[:0]
+    if traced.empty:
+        return ""
+    headers = ["Model", "Context", "Setting", "Graphs", "Graph breaks", "Compile (s)", "Trace (KiB)", "Trace"]
+    body = []
+    for _, r in traced.sort_values(["model", "phase", "precision"]).iterrows():
+        href = links.get(r["trial_id"])
+        cell = f'<td><a href="{esc(href)}" download>{esc(r["trial_id"])}.log.gz</a></td>' if href else td(r["trial_id"])
+        body.append("<tr>" + td(r["model"]) + td(ranking.context_label(r.to_dict())) + td(frames.setting_label(r))
+                    + td_num(r["graphs"]) + td_num(r["graph_breaks"]) + td_num(r["compile_s"])
+                    + td_num(float(r["trace_bytes"]) / 1024, decimals=1) + cell + "</tr>")
+    return ('<h2 id="traces">Compile traces</h2><p class="sub">The TORCH_TRACE log of each traced trial\'s cold '
+            "compile. <code>sweeper trace RESULTS TRIAL_ID -o DIR</code> turns one into tlparse's HTML "
+            "(graphs, guards, breaks and recompiles with their reasons).</p>" + table(headers, body))

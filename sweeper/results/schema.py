@@ -125,6 +125,7 @@ COLUMNS: list[Column] = [
     Column("cudagraph_skips", INT, "Graphs whose CUDA-graph capture was skipped (reduce-overhead modes)."),
     Column("recompile_limit_hit", BOOL, "A frame hit torch._dynamo's recompile limit and fell back to eager."),
     Column("graph_break_reasons", STR, "JSON list of distinct graph-break reasons (first 20)."),
+    Column("trace_bytes", INT, "Size of the cold compile's TORCH_TRACE log kept gzip-compressed in RESULTS/traces/<trial_id>.log.gz (measure.trace; `sweeper trace` renders it); null: not traced."),
     # accuracy
     Column("accuracy_ok", BOOL, "Compiled outputs (and, for train, gradients) pass: error vs float64 <= accuracy_tol (2x eager's own error, 3x in bf16, plus a floor), or, without a float64 reference, rel_err <= accuracy_tol."),
     Column("max_abs_err", FLOAT, "Max absolute difference, compiled vs eager output."),

@@ -28,6 +28,7 @@ import psutil
 import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
 from sweeper.run import artifacts
+from sweeper.results import traces
 from sweeper.run.cpus import cpu_slot
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
         env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
         t0 = time.monotonic()
         env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
+        if not warm and payload["trial"]["measure"].get("trace"):
+            env["TORCH_TRACE"] = str(cache_dir / "trace")  # wiped with the cache before each attempt
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
                                 start_new_session=True, preexec_fn=_start_child(cpus))
         try:
@@ -175,6 +178,9 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
                 break
             log.warning("trial %s crashed (attempt %d): %s", trial["trial_id"], attempt, row["error"])
         row["attempts"] = attempt
+        packed = traces.pack(workdir / "cache" / "trace")
+        if packed and trial["mode"] != "eager":
+            row[traces.PACKED_KEY] = packed
         processes = {"cold_process": row.pop("_process_s")}
         left = timeout_s - (time.monotonic() - t0)
         if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:

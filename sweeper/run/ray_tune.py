@@ -32,6 +32,7 @@ os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
 
+from sweeper.results import traces  # noqa: E402
 from sweeper.run import search  # noqa: E402
 from sweeper.run.isolate import user_import_path  # noqa: E402
 from sweeper.run.options import CALLBACKS, check_options, storage_uri  # noqa: E402,F401
@@ -171,6 +172,9 @@ class _Collector(tune.Callback):
 
     def _record(self, tid: str, measured: dict[str, Any]) -> None:
         self.done.add(tid)
+        packed = measured.pop(traces.PACKED_KEY, None)
+        if packed:
+            measured["trace_bytes"] = traces.save(self.state.dir, tid, packed)
         row = self.state.add(self.trials[tid], measured)
         self.progress.finish(tid, self.trials[tid].label, row)
 

@@ -186,6 +186,9 @@ class MeasureSpec(Strict):
     """Images in one epoch of a vision model: the rows' per-epoch seconds (None: none, or the stream's)."""
     epoch_sequences: PositiveInt | None = None
     """Sequences in one epoch of an NLP model, likewise."""
+    trace: bool = False
+    """Keep each compiled trial's TORCH_TRACE log of its cold compile (RESULTS/traces, `sweeper trace`).
+    Tracing costs compile time, so a traced trial has an id of its own."""
 
     def identity(self) -> dict[str, Any]:
         """The settings as they enter a trial's id: a setting added after the first release enters
@@ -194,7 +197,7 @@ class MeasureSpec(Strict):
         return self.model_dump(mode="json", exclude=later)
 
 
-_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences")
+_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences", "trace")
 
 
 class Resources(Strict):
