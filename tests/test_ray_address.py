@@ -170,7 +170,8 @@ def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, 
     driver.send_signal(signal.SIGTERM)
     _, err = driver.communicate(timeout=30)
     assert driver.returncode == 130, err[-3000:]
-    assert "interrupted; finished trials are saved" in err
+    assert "sweeper: interrupted; " in err and " trials are saved in " in err
+    assert f"to finish the sweep: python -m sweeper run {tmp_path / 'spec.yaml'} --results {tmp_path / 'out'} --resume" in err
     _, alive = psutil.wait_procs([*tree, *_ours(ids)], timeout=max(1.0, 30 - (time.monotonic() - t0)))
     assert not alive, [(p.pid, p.name()) for p in alive]
     df = pd.read_parquet(results)
