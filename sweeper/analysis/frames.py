@@ -43,10 +43,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     Adds `is_eager`, `accuracy_ok` as nullable boolean, `dynamic_label` ("None"/"True"/"False"),
     fills eager `compile_s` with 0 and missing `speedup_vs_eager` from the eager baseline.
     """
-    out = df.copy()
-    for name in COLUMN_NAMES:
-        if name not in out.columns:
-            out[name] = pd.Series([None] * len(out), index=out.index, dtype="object")
+    missing = [name for name in COLUMN_NAMES if name not in df.columns]
+    out = pd.concat([df, pd.DataFrame(None, index=df.index, columns=missing, dtype="object")], axis=1).copy()
     for name in _NUMERIC:
         out[name] = pd.to_numeric(out[name], errors="coerce").astype("float64")
     for name in _TEXT:
