@@ -10,7 +10,8 @@ trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, th
 `run_sweep(..., _measure=...)`, a private parameter no command can reach.
 
 It reports the sweep's wall time (Ray start apart), the driver's resident memory at the start of the
-sweep and its peak, and checks while the sweep runs that every row the driver holds is on disk as
+sweep, after its first 100 rows (Tune's loggers import TensorBoard's writer with the first trial)
+and its peak, and checks while the sweep runs that every row the driver holds is on disk as
 a part file (sampled every second), and at the end that the compacted file holds every trial.
 """
 
@@ -39,6 +40,7 @@ from sweeper.spec.schema import load_spec  # noqa: E402
 from sweeper.spec.trials import expand  # noqa: E402
 
 log = logging.getLogger("driver_scale")
+WARM_ROWS = 100
 
 
 def synthetic_row(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
@@ -64,11 +66,16 @@ class Watch(threading.Thread):
         self.state, self.stop, self.proc = state, threading.Event(), psutil.Process()
         self.rss0 = self.peak = self.proc.memory_info().rss
         self.checks = self.not_durable = 0
+        self.rss_warm: int | None = None
+        """After the first WARM_ROWS rows: Tune's loggers import their libraries with the first trial."""
 
     def run(self) -> None:
         tick = 0
         while not self.stop.wait(0.25):
-            self.peak = max(self.peak, self.proc.memory_info().rss)
+            rss = self.proc.memory_info().rss
+            self.peak = max(self.peak, rss)
+            if self.rss_warm is None and len(self.state.by_trial) >= WARM_ROWS:
+                self.rss_warm = rss
             tick += 1
             if tick % 4 == 0:
                 held = set(self.state.by_trial)  # rows recorded so far (each written before it is held)
@@ -116,17 +123,19 @@ def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
     state.save_manifest()
     missing = runner.run_sweep(state, trials, "cpu", _measure=synthetic_row)
     sweep_s = time.monotonic() - t0
+    watch.stop.set()
+    watch.join()
     t1 = time.monotonic()
     state.close()
     compact_s = time.monotonic() - t1
-    watch.stop.set()
-    watch.join()
     ray.shutdown()
     return {"trials": len(trials), "slots": slots, "ray_start_s": round(ray_start_s, 1),
             "sweep_s": round(sweep_s, 1), "compact_s": round(compact_s, 2),
             "trials_per_s": round(len(trials) / sweep_s, 1), "missing": len(missing),
             "driver_rss_start_mib": round(watch.rss0 / 2**20), "driver_rss_peak_mib": round(watch.peak / 2**20),
             "driver_rss_growth_mib": round((watch.peak - watch.rss0) / 2**20),
+            f"driver_rss_after_{WARM_ROWS}_rows_mib": round((watch.rss_warm or 0) / 2**20),
+            f"driver_rss_growth_after_{WARM_ROWS}_rows_mib": round((watch.peak - (watch.rss_warm or watch.peak)) / 2**20),
             "durability_checks": watch.checks, "rows_not_durable": watch.not_durable,
             "rows_in_results": len(read_results([out])), "cpu_count": os.cpu_count()}
 

@@ -251,7 +251,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress)
     import_path = user_import_path()  # where the driver found the spec's factories
     payloads = {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path,
-                             "pin_cpus": cpus if pinned else None} for t in trials}
+                             "pin_cpus": cpus if pinned else None, "process_start": r.process_start} for t in trials}
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries,
                                                   measure=_measure),
