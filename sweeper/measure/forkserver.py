@@ -33,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-PRELOAD = ("torch", "torchvision", "transformers", "sweeper.zoo.vision", "sweeper.zoo.nlp",
+PRELOAD = ("torch", "torchvision", "transformers", "sweeper.zoo.vision", "sweeper.zoo.nlp", "sweeper.zoo.recurrent",
            "sweeper.measure.process")
 """Modules imported once by the server; a zoo NLP model's transformers classes come with them."""
 _ZOO_NLP_CLASSES = ("BertForSequenceClassification", "DistilBertForSequenceClassification",
