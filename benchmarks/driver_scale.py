@@ -10,8 +10,8 @@ trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, th
 `run_sweep(..., _measure=...)`, a private parameter no command can reach.
 
 It reports the sweep's wall time (Ray start apart), the driver's resident memory at the start of the
-sweep, after its first 100 rows (Tune's loggers import TensorBoard's writer with the first trial)
-and its peak, and checks while the sweep runs that every row the driver holds is on disk as
+sweep, after its first 100 rows (Tune's TensorBoard logger imports tensorboardX, which imports
+torch, with the first result: about 470 MB once), just before its last row, and its peak, and checks while the sweep runs that every row the driver holds is on disk as
 a part file (sampled every second), and at the end that the compacted file holds every trial.
 """
 
@@ -61,9 +61,10 @@ def spec_text(n_trials: int, slots: int) -> dict[str, Any]:
 class Watch(threading.Thread):
     """Samples the driver's resident memory, and that every row it holds is on disk."""
 
-    def __init__(self, state: SweepState):
+    def __init__(self, state: SweepState, total: int):
         super().__init__(daemon=True)
-        self.state, self.stop, self.proc = state, threading.Event(), psutil.Process()
+        self.state, self.total, self.stop, self.proc = state, total, threading.Event(), psutil.Process()
+        self.rss_last_row = 0
         self.rss0 = self.peak = self.proc.memory_info().rss
         self.checks = self.not_durable = 0
         self.rss_warm: int | None = None
@@ -76,6 +77,8 @@ class Watch(threading.Thread):
             self.peak = max(self.peak, rss)
             if self.rss_warm is None and len(self.state.by_trial) >= WARM_ROWS:
                 self.rss_warm = rss
+            if len(self.state.by_trial) < self.total:
+                self.rss_last_row = rss  # the last sample before every row was in
             tick += 1
             if tick % 4 == 0:
                 held = set(self.state.by_trial)  # rows recorded so far (each written before it is held)
@@ -117,7 +120,7 @@ def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
     ray.init(num_cpus=slots, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     runner.connect(None)  # already initialized: keeps the runner's own settings (signals, loggers)
     ray_start_s = time.monotonic() - t_ray
-    watch = Watch(state)
+    watch = Watch(state, len(trials))
     watch.start()
     t0 = time.monotonic()
     state.save_manifest()
@@ -136,6 +139,7 @@ def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
             "driver_rss_growth_mib": round((watch.peak - watch.rss0) / 2**20),
             f"driver_rss_after_{WARM_ROWS}_rows_mib": round((watch.rss_warm or 0) / 2**20),
             f"driver_rss_growth_after_{WARM_ROWS}_rows_mib": round((watch.peak - (watch.rss_warm or watch.peak)) / 2**20),
+            "driver_rss_before_last_row_mib": round(watch.rss_last_row / 2**20),
             "durability_checks": watch.checks, "rows_not_durable": watch.not_durable,
             "rows_in_results": len(read_results([out])), "cpu_count": os.cpu_count()}
 

@@ -9,12 +9,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from sweeper.results.store import PARTS_DIR, RESULTS_FILE, part_files, read_results
+from sweeper.results.store import PARTS_DIR, RESULTS_FILE, compact, part_files, read_results
 from sweeper.run.owner import LOCK_FILE, DirectoryInUse, claim
 from sweeper.run.state import SweepError, SweepState
 from sweeper.spec.schema import load_spec
@@ -173,3 +174,37 @@ def test_two_real_drivers_on_one_directory(tmp_path):
     manifest = json.loads((out / "sweep.json").read_text())
     assert len(rows) == 6 and set(rows.sweep_id) == {manifest["sweep_id"]} and (rows.status == "ok").all()
     assert not (out / LOCK_FILE).exists() and part_files(out) == []
+
+
+def test_a_reader_racing_compactions_always_sees_every_row(tmp_path):
+    """`sweeper report` on a directory while its owner writes parts and compacts them: every read
+    holds every row recorded before it started, never a vanished part's error."""
+    spec = load_spec(_spec(tmp_path, 60))
+    trials = expand(spec)[0]
+    state = SweepState.open(spec, tmp_path / "out", resume=False)
+    state.claim()
+    state.save_manifest()
+    stop, problems = threading.Event(), []
+
+    def read_all() -> None:
+        while not stop.is_set():
+            before = len(state.by_trial)  # rows recorded before this read starts
+            try:
+                n = len(read_results([tmp_path / "out"]))
+            except Exception as e:  # noqa: BLE001 - any failure is the finding
+                problems.append(repr(e))
+                return
+            if n < before:
+                problems.append(f"read {n} rows, {before} were recorded")
+
+    reader = threading.Thread(target=read_all)
+    reader.start()
+    for i, t in enumerate(trials):
+        state.add(t, {"status": "ok"})
+        if i % 3 == 2:
+            compact(state.dir, state.rows)  # what claim() and close() do
+    stop.set()
+    reader.join()
+    state.close()
+    assert problems == []
+    assert len(read_results([tmp_path / "out"])) == len(trials)

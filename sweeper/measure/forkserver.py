@@ -14,8 +14,8 @@ no cache, no compile workers. Per request it forks a child that, before any meas
   environment the plain subprocess would get, replacing the server's (its own inductor and Triton
   cache directories; inductor reads TORCHINDUCTOR_CACHE_DIR and Triton TRITON_CACHE_DIR when
   they compile, not when imported);
-- re-reads what inductor's config fixed at import from the environment and a trial may change
-  (its compile-worker count);
+- re-reads what torch fixed from the environment at import and a trial may change: inductor's
+  compile-worker count, the intra-op thread count, and torch's logging (TORCH_LOGS, TORCH_TRACE);
 - sends its stderr to the trial's stderr file, then runs the measuring process's main with the
   same arguments as `python -m sweeper.measure`, and exits with `os._exit` (never returns here).
 
@@ -26,6 +26,7 @@ ends (R < 0: killed by signal -R), as subprocess would.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -95,6 +96,7 @@ def _reread_env_config() -> None:
     from torch._inductor import config as inductor_config
 
     inductor_config.compile_threads = inductor_config.decide_compile_threads()
+    torch._logging._init_logs()  # TORCH_LOGS, TORCH_TRACE (a trial's structured trace directory)
     if os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
@@ -127,6 +129,8 @@ def _reply(message: dict[str, Any]) -> None:
 def serve() -> None:
     """One request at a time: fork, say the child's pid, wait for it, say how it ended."""
     _reply({"ready": True, "preload_s": round(preload(), 3)})
+    gc.collect()
+    gc.freeze()  # the imported objects: never scanned by a child's collections, so never copied into it
     for line in sys.stdin:
         request = json.loads(line)
         _check_fresh()

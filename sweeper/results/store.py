@@ -141,9 +141,8 @@ def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
     the same trial of the same sweep once (its latest row)."""
     paths = list(paths)
     for attempt in range(_READ_ATTEMPTS):
-        files = find_result_files(paths)
         try:
-            frames = [_read_one(f) for f in files]
+            frames = [_read_one(f) for f in find_result_files(paths)]
             break
         except FileNotFoundError as e:  # a compaction replaced parts by the file meanwhile: list again
             if attempt == _READ_ATTEMPTS - 1:

@@ -31,7 +31,9 @@ class ForkServerDied(RuntimeError):
     """The fork server ended while starting or serving a child."""
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """Linux, in a new process before it runs anything: be killed when the thread that started it
+    ends (PR_SET_PDEATHSIG)."""
     try:
         import ctypes
 
@@ -51,7 +53,7 @@ class ForkServer:
         self.proc = _LAUNCHER.submit(subprocess.Popen, [sys.executable, "-m", "sweeper.measure.forkserver"],
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, start_new_session=True,
-                                     preexec_fn=_die_with_parent, bufsize=0).result()
+                                     preexec_fn=die_with_parent, bufsize=0).result()
         message = self._read(START_TIMEOUT_S)
         if message is None:
             self.close()

@@ -33,7 +33,7 @@ from sweeper.run.cpus import cpu_slot
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
 PER_TRIAL_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "OMP_NUM_THREADS",
-                 SPAWN_TIME_ENV)
+                 "TORCH_TRACE", SPAWN_TIME_ENV)
 """What differs between a trial's measuring processes: left out of the fork server's own environment."""
 _STDERR_TAIL = 2000
 
@@ -73,21 +73,11 @@ def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any],
     return env
 
 
-def _die_with_parent() -> None:
-    """Linux: the measuring process is killed if the worker that started it dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _start_child(cpus: list[int] | None):
     """What the measuring process runs before Python starts: die with the worker, and keep to
     the trial's CPUs (inherited by everything it starts, inductor's compile workers included)."""
     def start() -> None:
-        _die_with_parent()
+        forks.die_with_parent()
         if cpus:
             os.sched_setaffinity(0, cpus)
     return start
