@@ -2,6 +2,7 @@
 
     python benchmarks/scaling.py run --gpus 2 --spec experiments/scaling.yaml --out results/scaling-2gpu
     python benchmarks/scaling.py analyze results/scaling-1gpu results/scaling-2gpu [--markdown] [--project 4,8]
+    python benchmarks/scaling.py compare results/before results/after
 
 `run` starts a Ray head that sees the first N GPUs (the way a cluster is used), runs the
 sweep against it with `--address`, and stops Ray. `analyze` reads the rows back and reports,
@@ -82,7 +83,7 @@ def _gpu_stats(df: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> tuple[di
 
 
 def summarize(path: Path) -> dict:
-    df = read_results([path / "results.parquet"])
+    df = read_results([path])
     df["started_at"] = pd.to_datetime(df.started_at, utc=True)
     df["finished_at"] = pd.to_datetime(df.finished_at, utc=True)
     t0, t1 = df.started_at.min(), df.finished_at.max()
@@ -205,6 +206,33 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
     print("\n".join(lines))
 
 
+SETTING = ["model", "mode", "precision", "phase", "batch_size"]
+
+
+def compare_speedups(before: Path, after: Path) -> None:
+    """The same settings measured by two runs (e.g. before and after a change to how trials run):
+    wall time, median overhead per trial, and each compiled setting's speedup with its interval,
+    whether each lies inside the other's interval, and their difference."""
+    runs = {name: summarize(p) for name, p in (("before", before), ("after", after))}
+    lines = ["| run | trials (ok) | wall s | overhead s/trial (median) | imports s/process (median) |", "|---|---|---|---|---|"]
+    for name, r in runs.items():
+        lines.append(f"| {name} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['median_overhead_s']:.1f} | "
+                     f"{r['median_phase_s'].get('imports', float('nan')):.2f} |")
+    frames = {name: read_results([p]).query("mode != 'eager' and status == 'ok'").set_index(SETTING)
+              for name, p in (("before", before), ("after", after))}
+    both = frames["before"].merge(frames["after"], left_index=True, right_index=True, suffixes=("_b", "_a"))
+    lines += ["", "| setting | speedup before [interval] | after [interval] | each inside the other's | after/before |",
+              "|---|---|---|---|---|"]
+    for key, r in both.sort_index().iterrows():
+        inside = (r.speedup_ci_low_b <= r.speedup_vs_eager_a <= r.speedup_ci_high_b
+                  and r.speedup_ci_low_a <= r.speedup_vs_eager_b <= r.speedup_ci_high_a)
+        lines.append(f"| {' '.join(map(str, key))} | {r.speedup_vs_eager_b:.3f} [{r.speedup_ci_low_b:.3f}, "
+                     f"{r.speedup_ci_high_b:.3f}] | {r.speedup_vs_eager_a:.3f} [{r.speedup_ci_low_a:.3f}, "
+                     f"{r.speedup_ci_high_a:.3f}] | {'yes' if inside else 'NO'} | "
+                     f"{r.speedup_vs_eager_a / r.speedup_vs_eager_b - 1:+.1%} |")
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -217,9 +245,14 @@ def main() -> None:
     a.add_argument("paths", nargs="+", type=Path)
     a.add_argument("--markdown", action="store_true")
     a.add_argument("--project", default="", help="GPU counts to project to from the measured runs, e.g. 4,8")
+    c = sub.add_parser("compare", help="speedups of the same settings in two runs, side by side")
+    c.add_argument("before", type=Path)
+    c.add_argument("after", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
         run(args.gpus, args.spec, args.out, args.extra)
+    elif args.cmd == "compare":
+        compare_speedups(args.before, args.after)
     else:
         analyze(args.paths, args.markdown, [int(n) for n in args.project.split(",") if n])
 

@@ -109,11 +109,12 @@ class _KillsRayWorker(_Fault):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         import psutil
 
-        parent = psutil.Process(os.getppid())
-        if not parent.name().startswith("ray::"):  # never kill anything but a Ray worker
-            raise RuntimeError(f"not run by a Ray worker (parent is {parent.name()!r})")
-        parent.kill()
-        time.sleep(60)  # the worker's death takes this process with it (PR_SET_PDEATHSIG)
+        # The Ray worker is the parent, or the grandparent when a fork server started this process.
+        workers = [p for p in psutil.Process().parents()[:2] if p.name().startswith("ray::")]
+        if not workers:  # never kill anything but a Ray worker
+            raise RuntimeError(f"not run by a Ray worker (parent is {psutil.Process(os.getppid()).name()!r})")
+        workers[0].kill()
+        time.sleep(60)  # the worker's death takes this process with it (PR_SET_PDEATHSIG, via the fork server)
         return self.linear(x)
 
 

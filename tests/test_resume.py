@@ -21,7 +21,7 @@ import psutil
 import pytest
 import yaml
 
-from sweeper.results.store import MANIFEST_FILE, RESULTS_FILE, read_results
+from sweeper.results.store import MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, read_results
 from sweeper.spec.schema import load_spec
 from sweeper.run.state import SweepState
 from sweeper.spec.trials import expand
@@ -51,6 +51,7 @@ def _state_with_rows(tmp: Path, statuses: dict[int, str]) -> tuple[Path, Path, S
     for bs, status in statuses.items():
         state.add(trials[bs], {"status": status, "error": None if status == "ok" else "boom",
                                "finished_at": "2026-01-01T00:00:00+00:00"})
+    state.close()  # compacted into results.parquet, as a driver leaves it
     return spec_path, tmp / "out", state
 
 
@@ -267,4 +268,6 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         state.add(trial, {"status": "ok"})
     assert (out / RESULTS_FILE).read_bytes() == good
-    assert sorted(p.name for p in out.iterdir()) == [RESULTS_FILE, MANIFEST_FILE]  # no temp file left
+    assert {p.name for p in out.iterdir()} == {RESULTS_FILE, MANIFEST_FILE, PARTS_DIR}
+    assert list((out / PARTS_DIR).iterdir()) == []  # no part, no temp file left
+    assert len(read_results([out])) == 1

@@ -73,6 +73,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     results_dir = Path(args.results or spec.results_dir or f"results/{spec.name}")
     state = SweepState.open(spec, results_dir, resume=args.resume or args.retry_failed)
     _check_writable(results_dir)
+    state.claim()  # a directory another live sweep writes is refused here, before Ray starts
+    try:
+        return _run_claimed(args, spec, state, trials, dropped)
+    finally:
+        state.close()  # compacts the rows into results.parquet, gives the directory up
+
+
+def _run_claimed(args: argparse.Namespace, spec: SweepSpec, state: SweepState, trials: list[Trial],
+                 dropped: list[Dropped]) -> int:
+    results_dir = state.dir
     todo = state.pending(trials, retry_failed=args.retry_failed)
     for d in dropped:
         log.info("dropped %s: %s", d.config, d.reason)

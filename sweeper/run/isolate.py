@@ -27,12 +27,15 @@ import psutil
 
 import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
-from sweeper.run import artifacts
 from sweeper.results import traces
+from sweeper.run import artifacts, forks
 from sweeper.run.cpus import cpu_slot
 
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
+PER_TRIAL_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "OMP_NUM_THREADS",
+                 "TORCH_TRACE", SPAWN_TIME_ENV)
+"""What differs between a trial's measuring processes: left out of the fork server's own environment."""
 _STDERR_TAIL = 2000
 
 
@@ -71,40 +74,62 @@ def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any],
     return env
 
 
-def _die_with_parent() -> None:
-    """Linux: the measuring process is killed if the worker that started it dies."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 def _start_child(cpus: list[int] | None):
     """What the measuring process runs before Python starts: die with the worker, and keep to
     the trial's CPUs (inherited by everything it starts, inductor's compile workers included)."""
     def start() -> None:
-        _die_with_parent()
+        forks.die_with_parent()
         if cpus:
             os.sched_setaffinity(0, cpus)
     return start
 
 
-def _kill_tree(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group, and any descendant that left it (a child calling setsid)."""
+def _kill_group(pid: int, alive: bool) -> None:
+    """SIGKILL the process group `pid` leads, and any descendant that left it (a child calling
+    setsid). `alive`: the leader is not reaped yet (once reaped, its pid may belong to another)."""
     strays: list[psutil.Process] = []
-    if proc.poll() is None:  # once reaped, its pid may already belong to another process
+    if alive:
         with contextlib.suppress(psutil.Error):
-            strays = psutil.Process(proc.pid).children(recursive=True)
+            strays = psutil.Process(pid).children(recursive=True)
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
     for child in strays:
         with contextlib.suppress(psutil.Error):
             child.kill()
-    proc.wait()
+
+
+def _run_subprocess(args: list[str], env: dict[str, str], err_file: Path, cpus: list[int] | None,
+                    timeout_s: float) -> tuple[int, bool]:
+    """`python -m sweeper.measure ARGS` as a new interpreter: (return code, timed out)."""
+    with open(err_file, "w") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "sweeper.measure", *args], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                                preexec_fn=_start_child(cpus))
+        try:
+            proc.wait(timeout=max(timeout_s, 1.0))
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        finally:
+            _kill_group(proc.pid, proc.poll() is None)  # also reaps compile workers left in the group
+            proc.wait()
+    return proc.returncode, timed_out
+
+
+def _run_forked(args: list[str], env: dict[str, str], err_file: Path, cpus: list[int] | None,
+                timeout_s: float) -> tuple[int, bool]:
+    """The same measuring process forked from this worker's fork server (imports already done)."""
+    server = forks.server_for({k: v for k, v in env.items() if k not in PER_TRIAL_ENV})
+    pid = server.start(args, env, err_file, cpus)
+    code = server.wait(max(timeout_s, 1.0))
+    if code is None:  # timed out: the server reaps it once killed
+        _kill_group(pid, alive=True)
+        code = server.wait(None)
+        return code, True
+    _kill_group(pid, alive=False)  # compile workers left in its group
+    return code, False
 
 
 def _exit_text(code: int, stderr: str) -> str:
@@ -127,32 +152,26 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     trial_file, out_file, err_file = (workdir / f"{tag}.{n}" for n in ("trial.json", "row.json", "stderr"))
     trial_file.write_text(json.dumps(payload))
     out_file.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "sweeper.measure", "--trial", str(trial_file), "--out", str(out_file)]
-    if warm:
-        cmd.append("--warm")
-    cmd += extra
-    with open(err_file, "w") as err:
-        env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
-        t0 = time.monotonic()
-        env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
-        if not warm and payload["trial"]["measure"].get("trace"):
-            env["TORCH_TRACE"] = str(cache_dir / "trace")  # wiped with the cache before each attempt
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err,
-                                start_new_session=True, preexec_fn=_start_child(cpus))
-        try:
-            proc.wait(timeout=max(timeout_s, 1.0))
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
-        finally:
-            _kill_tree(proc)  # also reaps compile workers left in the group
+    args = ["--trial", str(trial_file), "--out", str(out_file), *(["--warm"] if warm else []), *extra]
+    env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
+    t0 = time.monotonic()
+    env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
+    if not warm and payload["trial"]["measure"].get("trace"):
+        env["TORCH_TRACE"] = str(cache_dir / "trace")  # wiped with the cache before each attempt
+    start = _run_forked if payload.get("process_start") == "forkserver" else _run_subprocess
+    try:
+        code, timed_out = start(args, env, err_file, cpus, timeout_s)
+    except forks.ForkServerDied as e:
+        code, timed_out = None, False
+        err_file.write_text(f"{e}\n")
     row = json.loads(out_file.read_text()) if out_file.exists() else {}
     row["_process_s"] = time.monotonic() - t0
     if timed_out and row.get("status") in (None, "running"):  # a finished row stands, even if exit hung
         row.update(status="timeout", error=f"trial exceeded trial_timeout_s={timeout_s:g}; "
                    f"killed with its process group while {row.get('status', 'starting')}")
     elif row.get("status") in (None, "running"):
-        row.update(status="crashed", error=_exit_text(proc.returncode, err_file.read_text(errors="replace")))
+        stderr = err_file.read_text(errors="replace") if err_file.exists() else ""
+        row.update(status="crashed", error=_exit_text(code, stderr) if code is not None else stderr.strip())
     return row
 
 

@@ -18,6 +18,7 @@ import socket
 import threading
 import time
 from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -126,11 +127,12 @@ def resolve_device(spec: SweepSpec) -> str:
     return "cuda" if wanted == "cuda" or (wanted == "auto" and gpus > 0) else "cpu"
 
 
-def _trainable(config: dict[str, Any], payloads: dict[str, dict[str, Any]], max_retries: int) -> None:
+def _trainable(config: dict[str, Any], payloads: dict[str, dict[str, Any]], max_retries: int,
+               measure: Callable[..., dict[str, Any]] | None = None) -> None:
     """Runs in a Ray worker: measure in fresh subprocesses, report flat metrics and the row."""
     from sweeper.run.isolate import run_trial
 
-    row = run_trial(payloads[config["trial_id"]], max_retries=max_retries)
+    row = (measure or run_trial)(payloads[config["trial_id"]], max_retries=max_retries)
     row["node_ip"] = ray.util.get_node_ip_address()
     row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
     tune.report({**search.metrics_of(row), "row_json": json.dumps(row, default=str)})
@@ -233,12 +235,15 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
 
 
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
-              callbacks: list[str] | None = None) -> list[str]:
+              callbacks: list[str] | None = None, *,
+              _measure: Callable[..., dict[str, Any]] | None = None) -> list[str]:
     """Run `trials` (already filtered for resume), or the spec's search over them, and record
     every trial that runs in `state`. Returns the ids of trials started but left without a row.
 
     Through Ray Client (ray://) Tune's loop runs on the cluster, not here: the rows are taken
-    from its results when it ends, and its records stay on the cluster (Tune's default place)."""
+    from its results when it ends, and its records stay on the cluster (Tune's default place).
+    `_measure` (private, for benchmarks/driver_scale.py only; no command reaches it) replaces
+    isolate.run_trial in the workers: called as `_measure(payload, max_retries=N)`, returning a row."""
     r = state.spec.resources
     cpus, pinned = cpus_per_trial(state.spec, device)
     resources = {"cpu": cpus, "gpu": r.gpus_per_trial if device == "cuda" else 0}
@@ -253,9 +258,10 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     client = ray.util.client.ray.is_connected()
     import_path = user_import_path()  # where the driver found the spec's factories
     payloads = {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path,
-                             "pin_cpus": cpus if pinned else None} for t in trials}
+                             "pin_cpus": cpus if pinned else None, "process_start": r.process_start} for t in trials}
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries),
+        tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries,
+                                                  measure=_measure),
                             resources),
         tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
                                     reuse_actors=True, trial_name_creator=_trial_name,

@@ -1,7 +1,10 @@
 """A sweep's state on the driver: its id and manifest, the rows so far, resume, durable writes.
 
-Every finished trial is written (whole file, temp + rename) before the next row is taken,
-so killing the driver loses no finished trial, and `--resume` runs only the missing ones.
+Every finished trial is written as its own part file (temp + fsync + rename, results.store)
+before the next row is taken: one small write per row whatever the sweep's size, so killing the
+driver loses no recorded trial, and `--resume` runs only the missing ones. The parts are compacted
+into results.parquet when the sweep ends and when it is resumed. While a sweep writes, it owns its
+directory (run.owner): a second driver on it is refused before Ray starts.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any
 from sweeper import __version__, envinfo
 from sweeper.results.files import write_json
 from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
-from sweeper.results.store import MANIFEST_FILE, RESULTS_FILE, read_results, write_rows
+from sweeper.results.store import (MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, compact, next_part_seq, part_files,
+                                   read_results, write_part)
 from sweeper.run import artifacts
+from sweeper.run.owner import DirectoryInUse, Ownership, claim
 from sweeper.spec.schema import SweepSpec
 from sweeper.spec.trials import Trial
 
@@ -42,13 +47,21 @@ class SweepState:
     dir: Path
     spec: SweepSpec
     sweep_id: str
-    rows: list[dict[str, Any]] = field(default_factory=list)
+    resume: bool = False
+    by_trial: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """The latest row of every trial recorded so far, by trial id."""
     unsaved_manifest: dict[str, Any] | None = None
     """A new sweep's manifest, written by `save_manifest` once the sweep really starts."""
+    ownership: Ownership | None = None
+    next_part: int = 0
 
     @property
     def results_path(self) -> Path:
         return self.dir / RESULTS_FILE
+
+    @property
+    def rows(self) -> list[dict[str, Any]]:
+        return list(self.by_trial.values())
 
     @classmethod
     def open(cls, spec: SweepSpec, results_dir: Path, resume: bool) -> SweepState:
@@ -57,10 +70,12 @@ class SweepState:
             raise SweepError(f"{results_dir}: not a directory; choose another --results directory")
         manifest_path = results_dir / MANIFEST_FILE
         if not manifest_path.exists():
-            if (results_dir / RESULTS_FILE).exists():
-                raise SweepError(f"{results_dir}: holds {RESULTS_FILE} but no {MANIFEST_FILE}; "
+            held = [RESULTS_FILE] if (results_dir / RESULTS_FILE).exists() else []
+            held += [f"{PARTS_DIR}/"] if part_files(results_dir) else []
+            if held:
+                raise SweepError(f"{results_dir}: holds {' and '.join(held)} but no {MANIFEST_FILE}; "
                                  "choose another --results directory")
-            return cls._new(spec, results_dir)
+            return cls._new(spec, results_dir, resume)
         manifest = _read_manifest(manifest_path)
         if not resume:
             raise SweepError(f"{results_dir} already holds sweep {manifest['sweep_id']}: pass --resume to "
@@ -70,19 +85,20 @@ class SweepState:
             raise SweepError(f"the spec changed since sweep {manifest['sweep_id']} started, so its finished "
                              f"rows would not match: {'; '.join(changes[:6])}. Resume with the old spec, "
                              "or run the new one with another --results directory")
-        state = cls(results_dir, spec, manifest["sweep_id"])
-        if state.results_path.exists():
+        state = cls(results_dir, spec, manifest["sweep_id"], resume)
+        if state.results_path.exists() or part_files(results_dir):
             try:
                 df = read_results([state.results_path])
             except ResultsError as e:
                 raise SweepError(f"{e}; it is left untouched: move it aside to resume") from None
-            state.rows = [_clean(r) for r in df.to_dict("records")]
+            state.by_trial = {r["trial_id"]: _clean(r) for r in df.to_dict("records")}
+        state.next_part = next_part_seq(results_dir)
         return state
 
     @classmethod
-    def _new(cls, spec: SweepSpec, results_dir: Path) -> SweepState:
+    def _new(cls, spec: SweepSpec, results_dir: Path, resume: bool = False) -> SweepState:
         stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-        state = cls(results_dir, spec, f"{spec.name}-{stamp}-{secrets.token_hex(2)}")
+        state = cls(results_dir, spec, f"{spec.name}-{stamp}-{secrets.token_hex(2)}", resume)
         state.unsaved_manifest = {
             "sweep_id": state.sweep_id, "spec_name": spec.name, "spec_hash": spec.spec_hash(),
             "spec": spec.identity(), "created_at": datetime.now(UTC).isoformat(),
@@ -95,6 +111,40 @@ class SweepState:
             write_json(self.dir / MANIFEST_FILE, self.unsaved_manifest)
             self.unsaved_manifest = None
 
+    def claim(self) -> None:
+        """Own the directory for this driver (SweepError naming the live owner if another has it),
+        then read it again under the claim, since another sweep may have written it meanwhile, and
+        compact what a previous driver left in part files."""
+        try:
+            ownership = claim(self.dir, self.sweep_id)
+        except DirectoryInUse as e:
+            raise SweepError(str(e)) from None
+        try:
+            now = SweepState.open(self.spec, self.dir, self.resume)
+        except BaseException:
+            ownership.release()
+            raise
+        if now.sweep_id != self.sweep_id and self.unsaved_manifest is None:
+            ownership.release()
+            raise SweepError(f"{self.dir}: its sweep changed while starting; run the command again")
+        if now.unsaved_manifest is None:  # an existing sweep: keep what is on disk now
+            self.by_trial, self.unsaved_manifest = now.by_trial, None
+            self.sweep_id = now.sweep_id
+        self.ownership = ownership
+        if part_files(self.dir):
+            compact(self.dir, self.rows)
+        self.next_part = next_part_seq(self.dir)
+
+    def close(self) -> None:
+        """Compact this sweep's part files into results.parquet and give up the directory."""
+        try:
+            if part_files(self.dir):
+                compact(self.dir, self.rows)
+        finally:
+            if self.ownership is not None:
+                self.ownership.release()
+                self.ownership = None
+
     def pending(self, trials: list[Trial], retry_failed: bool = False) -> list[Trial]:
         keep = {r["trial_id"] for r in self.rows
                 if not (retry_failed and r["status"] in RERUN_ON_RETRY)}
@@ -105,8 +155,10 @@ class SweepState:
         artifacts.keep(self.dir, trial.trial_id, measured)
         row = make_row(self.sweep_id, self.spec.name, trial, measured)
         self.save_manifest()
-        self.rows = [r for r in self.rows if r["trial_id"] != trial.trial_id] + [row]
-        write_rows(self.results_path, self.rows)
+        write_part(self.dir, self.next_part, row)
+        self.next_part += 1
+        self.by_trial.pop(trial.trial_id, None)  # a rerun's row goes last, as on disk
+        self.by_trial[trial.trial_id] = row
         return row
 
 

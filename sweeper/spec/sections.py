@@ -212,6 +212,10 @@ class Resources(Strict):
     max_concurrent_trials: PositiveInt | None = None
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
+    process_start: Literal["forkserver", "subprocess"] = "forkserver"
+    """How a measuring process starts: forked from its worker's fork server, which imported torch,
+    torchvision and transformers once and never ran anything (README: what stays fresh), or as a new
+    Python interpreter that imports everything itself."""
 
     @field_validator("gpus_per_trial")
     @classmethod

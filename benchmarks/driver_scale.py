@@ -1,0 +1,148 @@
+"""The sweep driver alone at cluster scale: N synthetic trials through the real runner and sweep state.
+
+    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--out DIR] [--json FILE]
+
+Everything a real sweep does on the driver runs for real: the spec is expanded, the results
+directory is claimed, Ray starts (a local Ray with `--slots` logical CPUs: that many trials at once,
+as on a cluster of that many GPUs), Tune runs every trial through the sweep's searcher, and the
+driver writes every row durably as it arrives, then compacts. Only the measuring is replaced: the
+trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, through
+`run_sweep(..., _measure=...)`, a private parameter no command can reach.
+
+It reports the sweep's wall time (Ray start apart), the driver's resident memory at the start of the
+sweep, after its first 100 rows (Tune's TensorBoard logger imports tensorboardX, which imports
+torch, with the first result: about 470 MB once), just before its last row, and its peak, and checks while the sweep runs that every row the driver holds is on disk as
+a part file (sampled every second), and at the end that the compacted file holds every trial.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from sweeper.results.store import part_files, read_results  # noqa: E402
+from sweeper.run.state import SweepState  # noqa: E402
+from sweeper.spec.schema import load_spec  # noqa: E402
+from sweeper.spec.trials import expand  # noqa: E402
+
+log = logging.getLogger("driver_scale")
+WARM_ROWS = 100
+
+
+def synthetic_row(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
+    """Stands in for isolate.run_trial in the Ray worker: a plausible measured row, at once."""
+    batch = payload["trial"]["batch_size"]
+    return {"status": "ok", "error": None, "attempts": 1, "throughput_items_s": 1000.0 + batch,
+            "speedup_vs_eager": 1.0, "latency_p50_ms": 1.0, "peak_mem_gib": 0.1,
+            "trial_wall_s": 0.0, "phase_s_json": json.dumps({"imports": 0.0}), "device_type": "cpu"}
+
+
+def spec_text(n_trials: int, slots: int) -> dict[str, Any]:
+    return {"name": "driver_scale", "models": [{"name": "bert-tiny"}],
+            "axes": {"mode": ["eager"], "batch_size": list(range(1, n_trials + 1)), "seq_len": [16]},
+            "measure": {"backend": "eager", "warm_compile": False},
+            "resources": {"device": "cpu", "cpus_per_trial": 1, "max_concurrent_trials": slots}}
+
+
+class Watch(threading.Thread):
+    """Samples the driver's resident memory, and that every row it holds is on disk."""
+
+    def __init__(self, state: SweepState, total: int):
+        super().__init__(daemon=True)
+        self.state, self.total, self.stop, self.proc = state, total, threading.Event(), psutil.Process()
+        self.rss_last_row = 0
+        self.rss0 = self.peak = self.proc.memory_info().rss
+        self.checks = self.not_durable = 0
+        self.rss_warm: int | None = None
+        """After the first WARM_ROWS rows: Tune's loggers import their libraries with the first trial."""
+
+    def run(self) -> None:
+        tick = 0
+        while not self.stop.wait(0.25):
+            rss = self.proc.memory_info().rss
+            self.peak = max(self.peak, rss)
+            if self.rss_warm is None and len(self.state.by_trial) >= WARM_ROWS:
+                self.rss_warm = rss
+            if len(self.state.by_trial) < self.total:
+                self.rss_last_row = rss  # the last sample before every row was in
+            tick += 1
+            if tick % 4 == 0:
+                held = set(self.state.by_trial)  # rows recorded so far (each written before it is held)
+                on_disk = {p.name.split("-", 1)[1].removesuffix(".parquet") for p in part_files(self.state.dir)}
+                self.checks += 1
+                self.not_durable += len(held - on_disk)  # nothing is compacted before the sweep ends
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--slots", type=int, default=8, help="trials at once (the local Ray's logical CPUs)")
+    ap.add_argument("--out", type=Path, help="results directory (default: a new temporary one)")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("sweeper").setLevel(logging.WARNING)  # 2,000 progress lines would time the terminal
+    out = args.out or Path(tempfile.mkdtemp(prefix="driver-scale-")) / "out"
+    spec_path = out.parent / "driver_scale.yaml"
+    spec_path.parent.mkdir(parents=True, exist_ok=True)
+    spec_path.write_text(yaml.safe_dump(spec_text(args.trials, args.slots)))
+    figures = run(spec_path, out, args.slots)
+    print(json.dumps(figures, indent=2))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0 if figures["rows_in_results"] == args.trials and figures["rows_not_durable"] == 0 else 1
+
+
+def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
+    import ray
+
+    from sweeper.run import ray_tune as runner
+
+    spec = load_spec(spec_path)
+    trials, _ = expand(spec)
+    state = SweepState.open(spec, out, resume=False)
+    state.claim()
+    t_ray = time.monotonic()
+    ray.init(num_cpus=slots, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    runner.connect(None)  # already initialized: keeps the runner's own settings (signals, loggers)
+    ray_start_s = time.monotonic() - t_ray
+    watch = Watch(state, len(trials))
+    watch.start()
+    t0 = time.monotonic()
+    state.save_manifest()
+    missing = runner.run_sweep(state, trials, "cpu", _measure=synthetic_row)
+    sweep_s = time.monotonic() - t0
+    watch.stop.set()
+    watch.join()
+    t1 = time.monotonic()
+    state.close()
+    compact_s = time.monotonic() - t1
+    ray.shutdown()
+    return {"trials": len(trials), "slots": slots, "ray_start_s": round(ray_start_s, 1),
+            "sweep_s": round(sweep_s, 1), "compact_s": round(compact_s, 2),
+            "trials_per_s": round(len(trials) / sweep_s, 1), "missing": len(missing),
+            "driver_rss_start_mib": round(watch.rss0 / 2**20), "driver_rss_peak_mib": round(watch.peak / 2**20),
+            "driver_rss_growth_mib": round((watch.peak - watch.rss0) / 2**20),
+            f"driver_rss_after_{WARM_ROWS}_rows_mib": round((watch.rss_warm or 0) / 2**20),
+            f"driver_rss_growth_after_{WARM_ROWS}_rows_mib": round((watch.peak - (watch.rss_warm or watch.peak)) / 2**20),
+            "driver_rss_before_last_row_mib": round(watch.rss_last_row / 2**20),
+            "durability_checks": watch.checks, "rows_not_durable": watch.not_durable,
+            "rows_in_results": len(read_results([out])), "cpu_count": os.cpu_count()}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

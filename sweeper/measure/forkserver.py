@@ -1,0 +1,146 @@
+"""A fork server for measuring processes: imports once, forks one fresh child per measuring process.
+
+    python -m sweeper.measure.forkserver      (started by run/forks.py; JSON lines on stdin/stdout)
+
+The server imports torch, torchvision, transformers, the zoo's model classes and the measuring
+process's modules, and then does nothing else: it never runs a tensor operation (no intra-op
+thread pool exists to be broken by a fork), never initializes CUDA (checked before every fork) and
+never compiles, so dynamo's and inductor's state in it is what importing leaves: empty counters,
+no cache, no compile workers. Per request it forks a child that, before any measuring code runs:
+
+- starts its own session and process group (so a timeout kill reaches it and everything it
+  started) and dies with the server;
+- takes the trial's CPUs (sched_setaffinity), its intra-op thread count, and the exact
+  environment the plain subprocess would get, replacing the server's (its own inductor and Triton
+  cache directories; inductor reads TORCHINDUCTOR_CACHE_DIR and Triton TRITON_CACHE_DIR when
+  they compile, not when imported);
+- re-reads what torch fixed from the environment at import and a trial may change: inductor's
+  compile-worker count, the intra-op thread count, and torch's logging (TORCH_LOGS, TORCH_TRACE);
+- sends its stderr to the trial's stderr file, then runs the measuring process's main with the
+  same arguments as `python -m sweeper.measure`, and exits with `os._exit` (never returns here).
+
+The server answers `{"pid": P}` when a child starts and `{"pid": P, "returncode": R}` when it
+ends (R < 0: killed by signal -R), as subprocess would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any
+
+PRELOAD = ("torch", "torchvision", "transformers", "sweeper.zoo.vision", "sweeper.zoo.nlp", "sweeper.zoo.recurrent",
+           "sweeper.measure.process")
+"""Modules imported once by the server; a zoo NLP model's transformers classes come with them."""
+_ZOO_NLP_CLASSES = ("BertForSequenceClassification", "DistilBertForSequenceClassification",
+                    "RobertaForSequenceClassification", "GPT2LMHeadModel", "T5ForConditionalGeneration")
+
+
+def preload() -> float:
+    """Import everything a measuring process imports; returns the seconds it took."""
+    t0 = time.monotonic()
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import transformers
+
+    for cls in _ZOO_NLP_CLASSES:  # transformers imports a model's module on first attribute access
+        getattr(transformers, cls)
+    return time.monotonic() - t0
+
+
+def _check_fresh() -> None:
+    """What a fork must not copy: a CUDA context (unusable in a child) or compiled state."""
+    import torch
+
+    if torch.cuda.is_initialized():
+        raise RuntimeError("the fork server initialized CUDA; its children would share a broken context")
+    from torch._dynamo.utils import counters
+
+    if any(counters.values()):
+        raise RuntimeError("the fork server compiled something; its children would inherit dynamo state")
+
+
+def _become_trial(request: dict[str, Any]) -> None:
+    """In the child, before any measuring code: session, death with the server, CPUs, environment."""
+    import ctypes
+
+    os.setsid()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if request.get("cpus"):
+        os.sched_setaffinity(0, request["cpus"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
+        if entry and entry not in sys.path:
+            sys.path.insert(0, entry)
+    err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(err, 2)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    _reread_env_config()
+
+
+def _reread_env_config() -> None:
+    """Settings torch fixed from the environment when the server imported it, read again."""
+    import torch
+    from torch._inductor import config as inductor_config
+
+    inductor_config.compile_threads = inductor_config.decide_compile_threads()
+    torch._logging._init_logs()  # TORCH_LOGS, TORCH_TRACE (a trial's structured trace directory)
+    if os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
+
+def _child(request: dict[str, Any]) -> None:
+    code = 1
+    try:
+        _become_trial(request)
+        from sweeper.measure.process import main
+
+        code = main(request["argv"])
+    except BaseException:  # noqa: BLE001 - whatever happens, the row file and the exit code tell it
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        with contextlib.suppress(Exception):
+            import logging
+
+            logging.shutdown()
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _reply(message: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def serve() -> None:
+    """One request at a time: fork, say the child's pid, wait for it, say how it ended."""
+    _reply({"ready": True, "preload_s": round(preload(), 3)})
+    gc.collect()
+    gc.freeze()  # the imported objects: never scanned by a child's collections, so never copied into it
+    for line in sys.stdin:
+        request = json.loads(line)
+        _check_fresh()
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        _reply({"pid": pid})
+        _, status = os.waitpid(pid, 0)
+        _reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+
+if __name__ == "__main__":
+    serve()
