@@ -91,6 +91,7 @@ def test_output_files_follow_the_umask(umask, tmp_path) -> None:
         state = SweepState.open(parse_spec(tiny_spec("modes")), tmp_path / "res", resume=False)
         trial = expand(state.spec)[0][0]
         state.add(trial, {"status": "ok"})
+        state.close()  # compacts the row's part file into results.parquet
         write_rows(tmp_path / "demo.parquet", synthetic.make_rows(6, seed=1, models=["resnet50"]))
         assert main(["report", str(tmp_path / "demo.parquet"), "-o", str(tmp_path / "report.html")]) == 0
         (tmp_path / "plain").write_text("x")

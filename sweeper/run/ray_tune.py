@@ -237,18 +237,14 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
               callbacks: list[str] | None = None, *,
               _measure: Callable[..., dict[str, Any]] | None = None) -> list[str]:
-    """Run `trials` (already filtered for resume), or the spec's search over them, and record
-    every trial that runs in `state`. Returns the ids of trials started but left without a row.
-
-    Through Ray Client (ray://) Tune's loop runs on the cluster, not here: the rows are taken
-    from its results when it ends, and its records stay on the cluster (Tune's default place).
-    `_measure` (private, for benchmarks/driver_scale.py only; no command reaches it) replaces
-    isolate.run_trial in the workers: called as `_measure(payload, max_retries=N)`, returning a row."""
+    """Run `trials` (or the spec's search over them), record every trial that runs in `state`, and
+    return the ids of trials started but left without a row. Through Ray Client (ray://) rows come
+    from Tune's results at the end. `_measure` (benchmarks/driver_scale.py only) stands in for
+    isolate.run_trial in the workers."""
     r = state.spec.resources
     cpus, pinned = cpus_per_trial(state.spec, device)
     resources = {"cpu": cpus, "gpu": r.gpus_per_trial if device == "cuda" else 0}
-    # CPU trials share the host's cores: run them one at a time unless the spec says otherwise.
-    concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)
+    concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)  # CPU trials: one at a time
     gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
     searcher = _settings(state, trials)
     planned = len(searcher.first) + searcher.budget
