@@ -132,8 +132,11 @@ def test_second_state_on_a_claimed_directory_is_a_one_line_sweep_error(tmp_path)
     spec = load_spec(_spec(tmp_path, 2))
     first = SweepState.open(spec, tmp_path / "out", resume=False)
     first.claim()
-    second = SweepState.open(spec, tmp_path / "out", resume=False)
-    with pytest.raises(SweepError, match=rf"in use by sweep {first.sweep_id} \(host .*, pid {os.getpid()}, since "):
+    for resume in (False, True):  # refused as in use, before any other check of what it holds
+        with pytest.raises(SweepError, match=rf"in use by sweep {first.sweep_id} \(host .*, pid {os.getpid()}, since "):
+            SweepState.open(spec, tmp_path / "out", resume=resume)
+    second = SweepState._read(spec, tmp_path / "out", resume=False)  # one that read it just before the claim
+    with pytest.raises(SweepError, match=rf"in use by sweep {first.sweep_id}"):
         second.claim()
     first.close()
 

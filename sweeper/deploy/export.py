@@ -16,7 +16,7 @@ from sweeper.analysis.frames import fmt_num
 from sweeper.analysis.recommend import Limits, recommend_all
 from sweeper.deploy import readme, template
 from sweeper.results.files import atomic_write_bytes
-from sweeper.results.store import find_result_files, read_results
+from sweeper.results.store import find_result_files, read_results, results_home
 
 VERSION_KEYS = ("torch_version", "triton_version", "cuda_version", "device_type", "device_name")
 """What an artifact is valid for: the row's environment, checked by the module before loading."""
@@ -86,7 +86,7 @@ def _artifact(paths: list[str], row: dict[str, Any]) -> Path:
         raise ExportError(f"trial {row['trial_id']} ({frames.setting_label(row)}) kept no Mega-Cache artifact "
                           "(measured before artifacts were kept, or over the travel limit)")
     for results_file in find_result_files(paths):
-        found = results_file.parent / str(name)
+        found = results_home(results_file) / str(name)
         if found.is_file():
             return found
     raise ExportError(f"trial {row['trial_id']}: its artifact {name} is not beside the results read "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,8 @@ RESULTS_FILE = "results.parquet"
 MANIFEST_FILE = "sweep.json"
 PARTS_DIR = "rows"
 """Beside RESULTS_FILE: one Parquet file per row recorded since the last compaction."""
-_READ_ATTEMPTS = 5
+_READ_RETRY_S = 30.0
+"""How long a reader keeps listing again while compactions remove the part files it listed."""
 
 ARROW_TYPES: dict[Kind, pa.DataType] = {STR: pa.string(), FLOAT: pa.float64(), INT: pa.int64(), BOOL: pa.bool_(),
                                         TIMESTAMP: pa.timestamp("us", tz="UTC")}
@@ -112,10 +114,15 @@ def _is_part(path: Path) -> bool:
     return path.parent.name == PARTS_DIR
 
 
+def results_home(path: Path) -> Path:
+    """The directory a results file belongs to (a part file's is its sweep's directory), where the
+    files written beside the rows live."""
+    return path.parent.parent if _is_part(path) else path.parent
+
+
 def _read_order(path: Path) -> tuple[str, int, str]:
     """A sweep directory's RESULTS_FILE before its parts, parts in the order written."""
-    home = path.parent.parent if _is_part(path) else path.parent
-    return str(home), int(_is_part(path)), path.name
+    return str(results_home(path)), int(_is_part(path)), path.name
 
 
 def find_result_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -139,13 +146,13 @@ def find_result_files(paths: Iterable[str | Path]) -> list[Path]:
 def read_results(paths: Iterable[str | Path]) -> pd.DataFrame:
     """Rows of every results file under `paths`, including a running sweep's part files;
     the same trial of the same sweep once (its latest row)."""
-    paths = list(paths)
-    for attempt in range(_READ_ATTEMPTS):
+    paths, deadline = list(paths), time.monotonic() + _READ_RETRY_S
+    while True:
         try:
             frames = [_read_one(f) for f in find_result_files(paths)]
             break
         except FileNotFoundError as e:  # a compaction replaced parts by the file meanwhile: list again
-            if attempt == _READ_ATTEMPTS - 1:
+            if time.monotonic() > deadline:
                 raise ResultsError(f"{e.filename}: vanished while being read; try again") from None
     df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=COLUMN_NAMES)
     before = len(df)

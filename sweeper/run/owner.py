@@ -57,8 +57,7 @@ def claim(results_dir: Path, sweep_id: str) -> Ownership:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise DirectoryInUse(f"{results_dir} is in use by {_holder_text(path)}: wait for that sweep to "
-                                 "end, or choose another --results directory") from None
+            raise DirectoryInUse(_refusal(results_dir, path)) from None
         if _same_file(fd, path):
             break
         os.close(fd)  # the previous owner removed the file between our open and our lock
@@ -67,6 +66,26 @@ def claim(results_dir: Path, sweep_id: str) -> Ownership:
     os.ftruncate(fd, 0)
     os.pwrite(fd, (json.dumps(holder) + "\n").encode(), 0)
     return Ownership(results_dir, fd)
+
+
+def check_not_owned(results_dir: Path) -> None:
+    """Raise DirectoryInUse if a live driver owns `results_dir`; creates nothing."""
+    path = results_dir / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return  # no lock file (or no directory): nobody owns it
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise DirectoryInUse(_refusal(results_dir, path)) from None
+    finally:
+        os.close(fd)
+
+
+def _refusal(results_dir: Path, path: Path) -> str:
+    return (f"{results_dir} is in use by {_holder_text(path)}: wait for that sweep to end, "
+            "or choose another --results directory")
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -22,7 +22,7 @@ from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
 from sweeper.results.store import (MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, compact, next_part_seq, part_files,
                                    read_results, write_part)
 from sweeper.run import artifacts
-from sweeper.run.owner import DirectoryInUse, Ownership, claim
+from sweeper.run.owner import DirectoryInUse, Ownership, check_not_owned, claim
 from sweeper.spec.schema import SweepSpec
 from sweeper.spec.trials import Trial
 
@@ -68,6 +68,14 @@ class SweepState:
         """Check the directory and read what is there; writes nothing (see `save_manifest`)."""
         if results_dir.exists() and not results_dir.is_dir():
             raise SweepError(f"{results_dir}: not a directory; choose another --results directory")
+        try:
+            check_not_owned(results_dir)  # a live sweep's directory is refused as that, whatever it holds
+        except DirectoryInUse as e:
+            raise SweepError(str(e)) from None
+        return cls._read(spec, results_dir, resume)
+
+    @classmethod
+    def _read(cls, spec: SweepSpec, results_dir: Path, resume: bool) -> SweepState:
         manifest_path = results_dir / MANIFEST_FILE
         if not manifest_path.exists():
             held = [RESULTS_FILE] if (results_dir / RESULTS_FILE).exists() else []
@@ -120,7 +128,7 @@ class SweepState:
         except DirectoryInUse as e:
             raise SweepError(str(e)) from None
         try:
-            now = SweepState.open(self.spec, self.dir, self.resume)
+            now = SweepState._read(self.spec, self.dir, self.resume)
         except BaseException:
             ownership.release()
             raise
