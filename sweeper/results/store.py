@@ -94,8 +94,9 @@ def compact(results_dir: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _read_one(path: Path) -> pd.DataFrame:
-    try:  # read the bytes once: a compaction may replace the file between two reads of it
-        table = pq.read_table(pa.BufferReader(path.read_bytes()))
+    try:
+        with open(path, "rb") as f:  # one open file: a file replaced meanwhile is read whole, old or new
+            table = pq.read_table(f)
     except FileNotFoundError:
         raise  # a part file compacted away while being read: read_results starts over
     except (pa.ArrowInvalid, OSError) as e:
