@@ -21,7 +21,7 @@ import psutil
 import pytest
 import yaml
 
-from sweeper.results.store import MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, read_results
+from sweeper.results.store import MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, part_files, read_results
 from sweeper.spec.schema import load_spec
 from sweeper.run.state import SweepState
 from sweeper.spec.trials import expand
@@ -36,10 +36,10 @@ def _ok_model(**kwargs) -> dict:
             "input": {"kind": "tensor", "shape": [8]}}
 
 
-def _spec(tmp: Path, name: str = "resume", batch_sizes=(1, 2, 3, 4)) -> Path:
+def _spec(tmp: Path, name: str = "resume", batch_sizes=(1, 2, 3, 4), window_s: float = 0.01) -> Path:
     return write_spec(tmp, tiny_spec(name, models=[_ok_model()],
                                      axes={"mode": ["eager"], "batch_size": list(batch_sizes)},
-                                     resources={"max_concurrent_trials": 1}))
+                                     measure={"min_window_s": window_s}, resources={"max_concurrent_trials": 1}))
 
 
 def _state_with_rows(tmp: Path, statuses: dict[int, str]) -> tuple[Path, Path, SweepState]:
@@ -92,7 +92,7 @@ def _kill_leftovers(marker: str) -> None:
 def _wait_for_first_row(proc: subprocess.Popen, results: Path, log: Path) -> None:
     deadline = time.monotonic() + FIRST_ROW_TIMEOUT_S
     while time.monotonic() < deadline:
-        if results.exists() and len(read_results([results])) >= 1:
+        if part_files(results.parent) or results.exists():  # a row on disk (a part file until compaction)
             return
         if proc.poll() is not None:
             pytest.fail(f"the sweep ended before it could be killed:\n{log.read_text()[-3000:]}")
@@ -102,7 +102,7 @@ def _wait_for_first_row(proc: subprocess.Popen, results: Path, log: Path) -> Non
 
 @pytest.mark.slow
 def test_driver_killed_then_resumed(ray_local, tmp_path):
-    spec_path, out = _spec(tmp_path), tmp_path / "out"
+    spec_path, out = _spec(tmp_path, window_s=0.3), tmp_path / "out"  # trials of seconds: time to kill
     trials = expand(load_spec(spec_path))[0]
     marker = uuid.uuid4().hex
     ray_tmp = Path(tempfile.mkdtemp(prefix="swr-"))  # its own Ray, not the session's; short for socket paths
