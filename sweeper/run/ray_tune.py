@@ -234,6 +234,14 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
                               known)
 
 
+def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, process_start: str) -> dict[str, Any]:
+    """What each trial's worker gets. torch reads TORCH_TRACE when imported, so a traced trial
+    starts its measuring processes as new interpreters."""
+    import_path = user_import_path()  # where the driver found the spec's factories
+    return {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path, "pin_cpus": pin_cpus,
+                         "process_start": "subprocess" if t.measure.trace else process_start} for t in trials}
+
+
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
               callbacks: list[str] | None = None, *,
               _measure: Callable[..., dict[str, Any]] | None = None) -> list[str]:
@@ -252,9 +260,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     progress.announce(resources, concurrent, ray.cluster_resources(), ray.available_resources())
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
     client = ray.util.client.ray.is_connected()
-    import_path = user_import_path()  # where the driver found the spec's factories
-    payloads = {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path,
-                             "pin_cpus": cpus if pinned else None, "process_start": r.process_start} for t in trials}
+    payloads = _payloads(trials, device, cpus if pinned else None, r.process_start)
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries,
                                                   measure=_measure),
