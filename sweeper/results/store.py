@@ -105,10 +105,8 @@ def _read_one(path: Path) -> pd.DataFrame:
     if missing_id:
         raise ResultsError(f"{path}: not a sweeper results file (no {', '.join(sorted(missing_id))} column)")
     df = table.to_pandas()
-    for name in COLUMN_NAMES:  # files from older versions lack newer columns
-        if name not in df.columns:
-            df[name] = pd.Series([None] * len(df), dtype="object")
-    return df
+    missing = [name for name in COLUMN_NAMES if name not in df.columns]  # older files lack newer columns
+    return pd.concat([df, pd.DataFrame(None, index=df.index, columns=missing, dtype="object")], axis=1)
 
 
 def _is_part(path: Path) -> bool:
