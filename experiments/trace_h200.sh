@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The traced GPU sweep, its report (each traced row links its trace) and one trace as tlparse HTML.
-set -euo pipefail
+# The traced GPU sweep (experiments/trace_h200.yaml) against a running Ray or a new local one:
+#   experiments/trace_h200.sh OUT_DIR            (e.g. experiments/results/h200/trace)
+# then, where tlparse is installed (pip install 'sweeper[trace]'), one trace as HTML:
+#   sweeper trace OUT_DIR TRIAL_ID -o OUT_DIR/trace-TRIAL_ID
+set -u
 cd "$(dirname "$0")/.."
-out=experiments/results/h200/trace
-sweeper run experiments/trace_h200.yaml --results "$out"
-tid=$(python -c "import pandas as pd; d = pd.read_parquet('$out/results.parquet'); \
-print(d[d.trace_bytes.notna()].sort_values('trace_bytes').trial_id.iloc[-1])")
-sweeper trace "$out" "$tid" -o "$out/trace-$tid"
-du -sh "$out/traces" "$out/trace-$tid"
+out=${1:?usage: trace_h200.sh OUT_DIR}
+t0=$(date +%s)
+python3 -m sweeper run experiments/trace_h200.yaml --results "$out" --no-report >"$out.log" 2>&1
+echo "trace exit=$? wall_s=$(( $(date +%s) - t0 ))" | tee -a "$out.walls.txt"
+du -sh "$out/traces" 2>/dev/null

@@ -14,7 +14,7 @@ for run in subprocess forkserver; do
   [ "$run" = subprocess ] && spec=experiments/speed/at_once_warm_subprocess.yaml
   t0=$(date +%s.%N)
   python3 -m sweeper run "$spec" --address local --results "$out/$run" --no-report >"$out/$run.log" 2>&1
-  echo "$run exit=$? wall_s=$(echo "$(date +%s.%N) - $t0" | bc)" | tee -a "$out/walls.txt"
+  echo "$run exit=$? wall_s=$(awk "BEGIN{print $(date +%s.%N) - $t0}")" | tee -a "$out/walls.txt"
 done
 python3 benchmarks/scaling.py analyze "$out/subprocess" "$out/forkserver" --markdown >"$out/phases.md" 2>&1
 python3 benchmarks/scaling.py compare "$out/subprocess" "$out/forkserver" >"$out/speedups.md" 2>&1
