@@ -238,7 +238,8 @@ def test_new_columns_are_schema_columns(tmp_path):
     eager, compiled = _trial()
     row = measure.run({"trial": compiled.to_dict(), "device": "cpu"}, tmp_path / "row.json")
     for key in ("speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct", "cpu_affinity", "eager_err_vs_fp64",
-                "compiled_err_vs_fp64", "accuracy_reference", "mem_need_reserved_gib", "device_mem_used_gib"):
+                "compiled_err_vs_fp64", "accuracy_reference", "mem_need_reserved_gib", "device_mem_used_gib",
+                "eager_spread_pct"):
         assert key in row and key in COLUMN_NAMES, key
     assert json.loads((tmp_path / "row.json").read_text())["status"] == "ok"
     assert Trial.from_json(compiled.to_json()) == compiled
@@ -252,3 +253,40 @@ def test_reported_interval_is_never_narrower_than_the_run_to_run_floor():
     rng = random.Random(3)
     wide = speedup_interval(_stats([2.0 * (1 + 0.5 * rng.random()) for _ in range(16)]), _stats([1.0] * 16))
     assert wide[1] - wide[0] > 4 * RUN_TO_RUN_FLOOR * 2.0  # noisy windows keep their own, wider interval
+
+
+def _context_rows(eager_spread_pct: float, in_trial_eager_items_s: float) -> pd.DataFrame:
+    base = {"sweep_id": "s", "model": "m", "phase": "infer", "precision": "bf16", "seq_len": None, "batch_size": 64,
+            "workload": None, "bucketing": "none", "device_name": "H200", "matmul_precision": "high", "status": "ok"}
+    return pd.DataFrame([
+        {**base, "mode": "eager", "throughput_items_s": 100.0, "eager_throughput_items_s": 100.0,
+         "throughput_spread_pct": eager_spread_pct, "speedup_vs_eager": 1.0, "speedup_ci_low": 1.0,
+         "speedup_ci_high": 1.0},
+        {**base, "mode": "reduce-overhead", "throughput_items_s": 300.0, "eager_throughput_items_s": in_trial_eager_items_s,
+         "speedup_vs_eager": 300.0 / in_trial_eager_items_s, "speedup_ci_low": 300.0 / in_trial_eager_items_s * 0.98,
+         "speedup_ci_high": 300.0 / in_trial_eager_items_s * 1.02},
+    ])
+
+
+def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eager_trial():
+    from sweeper.analysis.drift import UNSTABLE_BASELINE_FLOOR, eager_trial_speedup, reported_interval
+
+    stable = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=100.0)
+    low, high = reported_interval(stable)
+    assert (low[1], high[1]) == pytest.approx((3.0 * 0.98, 3.0 * 1.02))  # stable, no drift: the in-trial interval
+    unstable = _context_rows(eager_spread_pct=30.0, in_trial_eager_items_s=100.0)
+    low, high = reported_interval(unstable)
+    assert (low[1], high[1]) == pytest.approx((3.0 * (1 - UNSTABLE_BASELINE_FLOOR), 3.0 * (1 + UNSTABLE_BASELINE_FLOOR)))
+    drifted = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=60.0)  # in-trial baseline slowed: 5x
+    assert eager_trial_speedup(drifted)[1] == pytest.approx(3.0) and pd.isna(eager_trial_speedup(drifted)[0])
+    low, high = reported_interval(drifted)
+    assert low[1] == pytest.approx(3.0) and high[1] == pytest.approx(5.0 * 1.02)  # both measurements of the baseline
+
+
+def test_a_rows_own_eager_spread_wins_over_the_eager_trials():
+    from sweeper.analysis.drift import baseline_spread_pct, reported_interval
+
+    rows = _context_rows(eager_spread_pct=30.0, in_trial_eager_items_s=100.0).assign(eager_spread_pct=[30.0, 1.0])
+    assert baseline_spread_pct(rows)[1] == pytest.approx(1.0)
+    low, high = reported_interval(rows)
+    assert (low[1], high[1]) == pytest.approx((3.0 * 0.98, 3.0 * 1.02))

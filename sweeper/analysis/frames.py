@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.drift import baseline_drift_pct
+from sweeper.analysis.drift import baseline_drift_pct, eager_trial_speedup, reported_interval
 from sweeper.results.schema import COLUMN_NAMES, EAGER
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
@@ -31,6 +31,7 @@ _NUMERIC = [
     "stream_break_even_batches", "accuracy_shapes", "speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct",
     "eager_err_vs_fp64", "compiled_err_vs_fp64", "mem_need_reserved_gib", "device_mem_used_gib", "cpu_count",
     "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
+    "eager_spread_pct",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
@@ -41,7 +42,9 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     """A typed copy of `df` with every schema column present and derived columns added.
 
     Adds `is_eager`, `accuracy_ok` as nullable boolean, `dynamic_label` ("None"/"True"/"False"),
-    fills eager `compile_s` with 0 and missing `speedup_vs_eager` from the eager baseline.
+    fills eager `compile_s` with 0 and missing `speedup_vs_eager` from the eager baseline, and adds
+    the sweep's self-check (`drift`): `baseline_drift_pct`, `eager_trial_speedup` and the reported
+    interval `speedup_low` / `speedup_high`.
     """
     missing = [name for name in COLUMN_NAMES if name not in df.columns]
     out = pd.concat([df, pd.DataFrame(None, index=df.index, columns=missing, dtype="object")], axis=1).copy()
@@ -62,6 +65,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out["speedup_vs_eager"] = _fill_speedup(out)
     given = pd.to_numeric(out.get("baseline_drift_pct", pd.Series(index=out.index, dtype="float64")), errors="coerce")
     out["baseline_drift_pct"] = baseline_drift_pct(out).fillna(given)  # a frame may carry it already
+    out["eager_trial_speedup"] = eager_trial_speedup(out)
+    out["speedup_low"], out["speedup_high"] = reported_interval(out)
     return out
 
 

@@ -9,8 +9,9 @@
   Ties on time go to the lower memory, then the shorter compile.
 * **Memory**: the whole-run peak, the larger of the steady peak and the peak while compiling
   or autotuning, since either can run out of memory. Limits and the report's axes use it.
-* **Noise**: a speedup's interval is the bootstrap interval of paired windows
-  (`speedup_ci_low` / `speedup_ci_high`) where the rows carry one, else the speedup plus or
+* **Noise**: a speedup's interval is the reported interval (`speedup_low` / `speedup_high`, see
+  `drift`: the bootstrap interval of paired windows, `speedup_ci_low` / `speedup_ci_high`,
+  widened by the sweep's self-check) where the rows carry one, else the speedup plus or
   minus the spread of the trial's timed windows (`throughput_spread_pct`), never narrower than
   the tie band. A difference inside it is a tie. A row whose in-trial eager baseline drifted
   more than `DRIFT_LIMIT_PCT` from the eager trial of its context (`baseline_drift_pct`) has
@@ -95,8 +96,11 @@ def standing(row: pd.Series | dict) -> Standing:
         return Standing("reference", 1.0, 1.0, 1.0, "the reference", drift)
     if speedup is None:
         return Standing("unknown", None, None, None, "not measured", drift)
-    low, high = _num(row.get("speedup_ci_low")), _num(row.get("speedup_ci_high"))
-    source = "bootstrap interval of paired windows"
+    low, high = _num(row.get("speedup_low")), _num(row.get("speedup_high"))
+    source = "paired windows' interval, widened by the sweep's self-check"
+    if low is None or high is None:
+        low, high = _num(row.get("speedup_ci_low")), _num(row.get("speedup_ci_high"))
+        source = "bootstrap interval of paired windows"
     if low is None or high is None:
         spread = _num(row.get("throughput_spread_pct"))
         half = max(TIE_BAND_PCT, spread or 0.0) / 100.0

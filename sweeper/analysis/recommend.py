@@ -237,7 +237,7 @@ def _candidate(row: dict[str, Any], items: float | None, warm_start: bool = Fals
         throughput_items_s=tp, peak_mem_gib=ranking.run_peak_gib(row),
         steady_peak_mem_gib=_opt_float(row.get("peak_mem_gib")), compile_s=compile_s,
         speedup_vs_eager=standing.speedup,
-        speedup_ci_low=_opt_float(row.get("speedup_ci_low")), speedup_ci_high=_opt_float(row.get("speedup_ci_high")),
+        speedup_ci_low=standing.low, speedup_ci_high=standing.high,
         speedup_established=standing.established, speedup_note=standing.note(),
         seconds_per_item=1.0 / tp, workload_s=ranking.work_s(tp, compile_s, items) if items else None,
         trial_id=_opt_str(row.get("trial_id")), stream=frames.is_stream(row),

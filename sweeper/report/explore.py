@@ -45,8 +45,8 @@ def prepare(data: pd.DataFrame) -> pd.DataFrame:
 
 
 _STANDING_COLUMNS = ["mode", "speedup_vs_eager", "throughput_spread_pct"]
-_OPTIONAL = ["speedup_ci_low", "speedup_ci_high", "baseline_drift_pct"]
-"""Columns newer rows carry (bootstrap interval, baseline drift); older files lack them."""
+_OPTIONAL = ["speedup_ci_low", "speedup_ci_high", "speedup_low", "speedup_high", "baseline_drift_pct"]
+"""Columns newer rows carry (in-trial and reported interval, baseline drift); older files lack them."""
 
 
 def rounded(values: pd.Series) -> list[float | None]:

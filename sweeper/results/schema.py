@@ -87,6 +87,7 @@ COLUMNS: list[Column] = [
     Column("latency_p90_ms", FLOAT, "Per-iteration latency, 90th percentile."),
     Column("latency_p99_ms", FLOAT, "Per-iteration latency, 99th percentile."),
     Column("throughput_spread_pct", FLOAT, "(max - min) / median of window throughputs, in percent."),
+    Column("eager_spread_pct", FLOAT, "The same for the trial's eager windows (the baseline of its speedup); an eager row's equals throughput_spread_pct."),
     Column("timed_windows", INT, "Number of timed windows."),
     Column("iters_per_window", INT, "Iterations per timed window."),
     # memory
