@@ -37,8 +37,8 @@ UNSTABLE_BASELINE_FLOOR = 0.13
 ratio between two runs' speedups of one such setting measured on 2x H200
 (experiments/results/h200/truth: three sweeps of resnet50 and bert-base bf16 at batch 64, whose
 eager windows spread 17-55%; resnet50 `default` gave 1.98x, 2.15x and 2.24x, 2.24 / 1.98 = 1.13,
-while each trial's own interval was as narrow as +-2%). Stable settings (spread under 5%)
-repeated within the 2% floor of the in-trial interval. Measure a host of your own with
+while each trial's own interval was as narrow as +-2%); settings whose eager windows held still
+agreed within the 2% floor of the in-trial interval. Measure a host of your own with
 experiments/truth/repeat.yaml."""
 
 

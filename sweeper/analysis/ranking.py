@@ -225,7 +225,9 @@ def verdict(best: Candidate | None, best_compiled: Candidate | None) -> tuple[st
     if best.speedup_established and s is not None and s > 1:
         return f"compile: {s:.2f}× faster", "v-win"
     if "baseline drifted" in best.speedup_note:
-        return f"speedup not established ({fmt_num(s)}×, baseline drifted)", "v-even"
+        low, high = interval(best)
+        between = f"; interval {fmt_num(low)}-{fmt_num(high)}×" if low is not None else ""
+        return f"speedup not established ({fmt_num(s)}×, baseline drifted{between})", "v-even"
     return f"no clear difference ({fmt_num(s)}×, inside the noise)", "v-even"
 
 
