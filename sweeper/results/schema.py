@@ -179,7 +179,8 @@ COLUMNS: list[Column] = [
        "(the row's environment record; on CUDA this initializes the runtime), cuda_init (the CUDA context), build "
        "(model and batch on the device), reference (eager reference outputs), eager (baseline), compiled "
        "(compile, accuracy, steady windows), and the wall time of each measuring process (cold_process, "
-       "warm_process, megacache_process: interpreter start to exit, teardown included)."),
+       "warm_process, megacache_process: interpreter start to exit, teardown included); the warm-compile "
+       "process's own phases as warm.PHASE, and warm.exit: its process time beyond them (exit, teardown)."),
 ]
 
 COLUMN_NAMES = [c.name for c in COLUMNS]

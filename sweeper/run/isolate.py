@@ -183,6 +183,13 @@ def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
         return _run_pinned(payload, max_retries, cpus)
 
 
+def _phases_of(tag: str, row: dict[str, Any], process_s: float) -> dict[str, float]:
+    """A later process's own phases, named `TAG.PHASE`, and `TAG.exit`: what its process time holds
+    beyond them (interpreter exit, CUDA context teardown, the row's way back)."""
+    phases = json.loads(row.get("phase_s_json") or "{}")
+    return {**{f"{tag}.{k}": v for k, v in phases.items()}, f"{tag}.exit": max(0.0, process_s - sum(phases.values()))}
+
+
 def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | None) -> dict[str, Any]:
     trial = payload["trial"]
     timeout_s = float(trial["measure"]["trial_timeout_s"])
@@ -205,6 +212,7 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
         if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:
             warm = run_process(payload, workdir, workdir / "cache", left, warm=True, cpus=cpus)
             processes["warm_process"] = warm.pop("_process_s")
+            processes.update(_phases_of("warm", warm, processes["warm_process"]))
             if warm.get("status") == "ok":
                 row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"])
             else:
