@@ -103,6 +103,79 @@ def test_fp64_reference_runs_a_float64_copy_and_reports_when_it_cannot():
     assert none.source == accuracy.EAGER_ONLY and "no float64 kernel" in none.note
 
 
+def _compare_whole(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
+    """The comparison on whole float64 copies, as it was before it streamed in chunks."""
+    max_abs, rel = 0.0, 0.0
+    for r, g in zip(ref, got, strict=True):
+        r64, g64 = r.double(), g.double()
+        if r64.shape != g64.shape or not torch.isfinite(g64).all():
+            return float("inf"), float("inf")
+        diff = g64 - r64
+        max_abs = max(max_abs, float(diff.abs().max()) if diff.numel() else 0.0)
+        denom = float(r64.norm())
+        rel = max(rel, float(diff.norm()) / denom if denom > 0 else float(diff.norm()))
+    return max_abs, rel
+
+
+def _pairs() -> list[tuple[list[torch.Tensor], list[torch.Tensor]]]:
+    gen = torch.Generator().manual_seed(3)
+    ref = [torch.randn(1000, generator=gen, dtype=torch.float64), torch.randn(7, 13, generator=gen, dtype=torch.float64),
+           torch.zeros(0, dtype=torch.float64), torch.randn(5, generator=gen, dtype=torch.float64)]
+    near = [(r + 1e-3 * torch.randn(r.shape, generator=gen, dtype=torch.float64)).float() for r in ref]
+    bf16 = [r.bfloat16() for r in ref]
+    zero_ref = [torch.zeros(64, dtype=torch.float64)], [torch.full((64,), 0.5)]
+    return [(ref, near), (ref, bf16), (near, ref), zero_ref]
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 999, 2**24])
+def test_chunked_compare_equals_the_whole_tensor_formula(chunk):
+    for ref, got in _pairs():  # sizes 1000, 91, 0, 5 and 64: mostly not a multiple of the chunk
+        assert accuracy.compare(ref, got, chunk=chunk) == pytest.approx(_compare_whole(ref, got), rel=1e-12, abs=0)
+
+
+def test_compare_of_mismatched_or_non_finite_results_is_inf_wherever_the_chunk_falls():
+    gen = torch.Generator().manual_seed(4)
+    ref = [torch.randn(100, generator=gen, dtype=torch.float64), torch.randn(300, generator=gen, dtype=torch.float64)]
+    inf = (float("inf"), float("inf"))
+    assert accuracy.compare(ref, [ref[0].float(), ref[1][:299].float()], chunk=16) == inf
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        got = [t.float().clone() for t in ref]
+        got[1][290] = bad  # in the last, partial chunk of the second tensor
+        assert accuracy.compare(ref, got, chunk=16) == inf == _compare_whole(ref, got)
+
+
+def test_chunked_compare_matches_the_whole_formula_on_a_non_finite_reference():
+    gen = torch.Generator().manual_seed(5)
+    for bad in (float("nan"), float("inf")):
+        ref = [torch.randn(50, generator=gen, dtype=torch.float64), torch.randn(80, generator=gen, dtype=torch.float64)]
+        ref[0][45] = bad
+        got = [t.nan_to_num(posinf=0.0).float() + 0.01 for t in ref]
+        got[0][10] += 0.5  # the largest error, in a chunk before the non-finite one
+        chunked, whole = accuracy.compare(ref, got, chunk=16), _compare_whole(ref, got)
+        assert chunked == pytest.approx(whole, rel=1e-12, nan_ok=True)
+
+
+def test_compare_leaves_its_inputs_as_they_were():
+    ref = [torch.arange(40, dtype=torch.float64)]
+    got = [ref[0] + 0.5]  # float64 already: a chunk of it must be copied, not subtracted in place
+    before = got[0].clone()
+    assert accuracy.compare(ref, got, chunk=16) == pytest.approx((0.5, 0.5 * 40**0.5 / float(ref[0].norm())))
+    assert torch.equal(got[0], before) and torch.equal(ref[0], torch.arange(40, dtype=torch.float64))
+
+
+def test_fp64_reference_lives_on_the_host_and_judges_results_on_the_host():
+    from sweeper.zoo.bundle import Batch
+
+    model = nn.Sequential(nn.Linear(8, 8), nn.Tanh())
+    batch = Batch(args=(torch.randn(4, 8),), items=4)
+    ref = accuracy.fp64_reference(model, batch, torch.device("cpu"), lambda m, b: [m(*b.args)])
+    assert [t.device.type for t in ref.tensors] == ["cpu"]
+    with torch.no_grad():
+        out = [model(*batch.args)]
+    v = accuracy.judge(ref, out, [out[0] * (1 + 1e-6)], tolerance=1e-4, precision="fp32")
+    assert v.accuracy_ok and 0 < v.eager_err_vs_fp64 < 1e-6 and v.compiled_err_vs_fp64 > v.eager_err_vs_fp64
+
+
 def _trial(**overrides) -> tuple[Trial, Trial]:
     trials, _ = expand(parse_spec(tiny_spec(**overrides)))
     return tuple(sorted(trials, key=lambda t: t.mode != "eager"))  # (eager, compiled)

@@ -12,12 +12,17 @@ with multiplier 2 (3 in bf16) and floor = tolerance / 10, the harness's rule (``
 utils.same`` with ``fp64_ref``). Where float64 cannot run (no memory on the device and on the
 host, an op without a float64 kernel), the check falls back to compiled vs eager within the
 tolerance, and the row says so (``accuracy_reference``).
+
+The float64 reference is kept on the host, and a comparison streams over its tensors a chunk
+at a time on the compared tensor's device: beyond the outputs it compares, the check takes a
+few chunk-sized temporaries of the device, however large the logits.
 """
 
 from __future__ import annotations
 
 import copy
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -45,18 +50,42 @@ def multiplier(precision: str) -> float:
     return 3.0 if precision == "bf16" else 2.0
 
 
-def compare(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[float, float]:
-    """(max abs error, max over tensors of ||got - ref|| / ||ref||), computed in float64."""
+CHUNK_ELEMENTS = 2**24
+"""Elements compared at a time: 128 MiB per float64 temporary, whatever the size of the output."""
+
+
+def compare(ref: list[torch.Tensor], got: list[torch.Tensor], chunk: int = CHUNK_ELEMENTS) -> tuple[float, float]:
+    """(max abs error, max over tensors of ||got - ref|| / ||ref||), in float64 on each `got`
+    tensor's device, `chunk` elements at a time: `ref` may stay on the host, and no full-size
+    float64 copy is made. (inf, inf) when shapes differ or `got` is not finite."""
     max_abs, rel = 0.0, 0.0
     for r, g in zip(ref, got, strict=True):
-        r64, g64 = r.detach().double(), g.detach().to(r.device).double()  # on the device: logits are large
-        if r64.shape != g64.shape or not torch.isfinite(g64).all():
+        sums = _error_sums(r.detach().reshape(-1), g.detach().reshape(-1), chunk) if r.shape == g.shape else None
+        if sums is None:
             return float("inf"), float("inf")
-        diff = g64 - r64
-        max_abs = max(max_abs, float(diff.abs().max()) if diff.numel() else 0.0)
-        denom = float(r64.norm())
-        rel = max(rel, float(diff.norm()) / denom if denom > 0 else float(diff.norm()))
+        tensor_max, diff_sq, ref_sq = sums
+        diff_norm, denom = math.sqrt(diff_sq), math.sqrt(ref_sq)
+        max_abs = max(max_abs, tensor_max)
+        rel = max(rel, diff_norm / denom if denom > 0 else diff_norm)
     return max_abs, rel
+
+
+def _error_sums(ref: torch.Tensor, got: torch.Tensor, chunk: int) -> tuple[float, float, float] | None:
+    """(max |got - ref|, ||got - ref||^2, ||ref||^2) of two flat tensors, or None when `got` is not
+    finite. A NaN in `ref` makes the max NaN, as torch.max of the whole difference would."""
+    max_abs, diff_sq, ref_sq = 0.0, 0.0, 0.0
+    for start in range(0, got.numel(), chunk):
+        diff = got[start:start + chunk].to(torch.float64, copy=True)  # subtracted in place below
+        if not bool(torch.isfinite(diff).all()):
+            return None
+        r64 = ref[start:start + chunk].to(device=diff.device, dtype=torch.float64)
+        ref_sq += float(torch.dot(r64, r64))
+        diff.sub_(r64)
+        del r64
+        diff_sq += float(torch.dot(diff, diff))
+        m = float(torch.linalg.vector_norm(diff, float("inf")))
+        max_abs = m if math.isnan(m) or m > max_abs else max_abs
+    return max_abs, diff_sq, ref_sq
 
 
 def _to64(x: Any, device: torch.device) -> Any:
@@ -79,7 +108,7 @@ Capture = Callable[[nn.Module, Batch], list[torch.Tensor]]
 @dataclass
 class Reference:
     tensors: list[torch.Tensor]
-    """float64 outputs (and gradients); empty when no float64 run was possible."""
+    """float64 outputs (and gradients), on the host; empty when no float64 run was possible."""
     source: str
     """FP64_DEVICE, FP64_CPU or EAGER_ONLY."""
     note: str | None = None
@@ -87,14 +116,15 @@ class Reference:
 
 
 def fp64_reference(model: nn.Module, batch: Batch, device: torch.device, capture: Capture) -> Reference:
-    """Run `capture` on a float64 copy of `model` and `batch`, on `device`, else on the CPU."""
+    """Run `capture` on a float64 copy of `model` and `batch`, on `device`, else on the CPU. The
+    reference is kept on the host: the device holds neither it nor the copies once it is made."""
     notes = []
     for where, source in ((device, FP64_DEVICE), (torch.device("cpu"), FP64_CPU)):
         if source == FP64_CPU and device.type == "cpu":
             break
         try:
             model64 = copy.deepcopy(model).to(device=where, dtype=torch.float64)
-            tensors = [t.to(device) for t in capture(model64, batch_fp64(batch, where))]
+            tensors = [t.cpu() for t in capture(model64, batch_fp64(batch, where))]
             return Reference(tensors, source, "; ".join(notes) or None)
         except (RuntimeError, NotImplementedError, TypeError) as e:  # OOM, or no float64 kernel
             notes.append(f"float64 on {where.type} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")

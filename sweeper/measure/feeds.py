@@ -44,7 +44,6 @@ class FixedBatch:
         self.wb = wb
         self.eager_ref = [t.cpu() for t in wb.capture(wb.model)]
         self.fp64 = accuracy.fp64_reference(wb.model, wb.batch, wb.device, self._capture64)
-        self.fp64.tensors = [t.cpu() for t in self.fp64.tensors]
 
     def _capture64(self, model64: nn.Module, batch64: Any) -> list[torch.Tensor]:
         return self.wb.capture(model64, batch64, autocast=False)
@@ -71,15 +70,14 @@ class FixedBatch:
     def first_compiled(self, compiled: nn.Module, row: dict[str, Any], mem: MemoryTracker,
                        need: DeviceNeed) -> tuple[accuracy.Verdict, float]:
         """The compiling call (row gets first_call_s), then the accuracy check; returns the verdict
-        and the peak memory of the call, the check's own memory left out (of the need too)."""
+        and the peak memory of the call, the check's own memory left out (of the need too). The
+        references stay on the host; the check brings them to the device a chunk at a time."""
         secs, got = timed_call(lambda: self.wb.first(compiled), self.wb.device)
         row["first_call_s"] = secs
         peak = mem.peak_gib()
-        dev = self.wb.device
         with need.excluded():
-            ref = accuracy.Reference([t.to(dev) for t in self.fp64.tensors], self.fp64.source, self.fp64.note)
-            verdict = check(self.wb, self.wb.batch, got, [t.to(dev) for t in self.eager_ref], ref)
-            del got, ref
+            verdict = check(self.wb, self.wb.batch, got, self.eager_ref, self.fp64)
+            del got
         mem.reset()
         return verdict, peak
 

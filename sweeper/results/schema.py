@@ -94,7 +94,7 @@ COLUMNS: list[Column] = [
     Column("peak_mem_gib", FLOAT, "Peak allocated memory from the warm-up through the timed windows (CUDA; CUDA-graph pools included), or process RSS high-water (CPU)."),
     Column("peak_mem_compile_gib", FLOAT, "Peak allocated memory over the whole compiled run, compile/autotune included."),
     Column("peak_reserved_gib", FLOAT, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
-    Column("mem_need_reserved_gib", FLOAT, "What the caching allocator took over the whole trial (eager, compile, autotune, CUDA-graph pools, steady): the memory a setting needs, as torch.cuda.set_per_process_memory_fraction caps it. Null on CPU."),
+    Column("mem_need_reserved_gib", FLOAT, "What the caching allocator took over the whole trial (eager, compile, autotune, CUDA-graph pools, steady; the accuracy check's references and comparisons left out): the memory a setting needs, as torch.cuda.set_per_process_memory_fraction caps it. Null on CPU."),
     Column("device_mem_used_gib", FLOAT, "Device memory in use (all of the GPU's, CUDA context and loaded kernels included) at its highest phase end: with one trial per GPU, what the trial's process occupied. Null on CPU."),
     # eager baseline (same process, model, inputs)
     Column("eager_throughput_items_s", FLOAT, "Eager throughput of the same model/phase/precision/batch, same process, windows alternating with the compiled ones."),
