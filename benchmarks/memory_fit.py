@@ -9,6 +9,10 @@ capped (`measure.memory_cap_gib`, i.e. torch.cuda.set_per_process_memory_fractio
     steady peak   (what a user who provisioned by the steady figure would have; CUDA-graph
                    modes hold a private pool that the steady allocated peak does not show)
 
+then the compiled setting alone, as a deployment runs it (a warm-compile process: no eager model
+timed beside it, no accuracy check): its `compiled_need_reserved_gib`, and capped at 1.05x
+(expected: ok) and 0.90x (expected: oom) of that.
+
 The capped runs share the first run's inductor cache (a warm compile: minutes of GPU time saved;
 a cold compile needs at least as much memory, so a cap that fails warm fails cold too).
 
@@ -43,9 +47,27 @@ def _trial(spec_path: str, setting: str, cap_gib: float | None) -> Trial:
     return trial
 
 
-def _run(trial: Trial, work: Path, cache: Path) -> dict:
+def _run(trial: Trial, work: Path, cache: Path, warm: bool = False) -> dict:
     payload = {"trial": trial.to_dict(), "device": "cuda"}
-    return run_process(payload, work, cache, timeout_s=trial.measure.trial_timeout_s)
+    return run_process(payload, work, cache, timeout_s=trial.measure.trial_timeout_s, warm=warm)
+
+
+def compiled_alone(spec_path: str, setting: str, work: Path, cache: Path) -> list[dict]:
+    """The compiled setting alone (a warm-compile process: no eager model timed, no accuracy check):
+    its reported need, then capped at 1.05x and 0.90x of it."""
+    base = _run(_trial(spec_path, setting, None), work, cache, warm=True)
+    need = base.get("compiled_need_reserved_gib")
+    out = [{"setting": setting, "cap": "compiled alone, none", "cap_gib": None, "status": base["status"],
+            "compiled_need_reserved_gib": need, "error": (base.get("error") or "")[:200]}]
+    for label, factor in (("compiled alone, need x 1.05", 1.05), ("compiled alone, need x 0.90", 0.90)):
+        if base["status"] != "ok" or need is None:
+            break
+        row = _run(_trial(spec_path, setting, need * factor), work, cache, warm=True)
+        out.append({"setting": setting, "cap": label, "cap_gib": round(need * factor, 3), "status": row["status"],
+                    "compiled_need_reserved_gib": row.get("compiled_need_reserved_gib"),
+                    "error": (row.get("error") or "")[:200]})
+        print(json.dumps(out[-1]), flush=True)
+    return out
 
 
 def fit(spec_path: str, setting: str, work: Path) -> list[dict]:
@@ -64,7 +86,7 @@ def fit(spec_path: str, setting: str, work: Path) -> list[dict]:
         out.append({"setting": setting, "cap": label, "cap_gib": round(cap, 3), "status": row["status"],
                     "mem_need_reserved_gib": row.get("mem_need_reserved_gib"), "error": (row.get("error") or "")[:200]})
         print(json.dumps(out[-1]), flush=True)
-    return out
+    return out + compiled_alone(spec_path, setting, work, cache)
 
 
 def main() -> int:

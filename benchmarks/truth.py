@@ -106,17 +106,17 @@ def training(train: pd.DataFrame) -> list[str]:
 
 
 def memory(root: Path) -> list[str]:
-    lines = ["| setting | cap | cap GiB | status | need (reserved, whole trial) GiB | steady allocated peak GiB |",
+    lines = ["| setting | cap | cap GiB | status | need GiB (whole trial / compiled alone) | steady allocated peak GiB |",
              "|---|---|---|---|---|---|"]
     for f in sorted((root / "memory_fit").glob("*.json")):
         rows = json.loads(f.read_text())
-        base = rows[0]
+        steady = rows[0].get("peak_mem_gib")
         for r in rows:
             cap = "-" if r["cap_gib"] is None else f"{r['cap_gib']:.3f}"
-            need = r.get("mem_need_reserved_gib")
-            lines.append(f"| {r['setting']} | {r['cap']} | {cap} | {r['status']} | "
-                         f"{need:.3f} | {base.get('peak_mem_gib') or float('nan'):.3f} |" if need is not None else
-                         f"| {r['setting']} | {r['cap']} | {cap} | {r['status']} | - | - |")
+            need = r.get("mem_need_reserved_gib", r.get("compiled_need_reserved_gib"))
+            need_text = "-" if need is None else f"{need:.3f}"
+            steady_text = f"{steady:.3f}" if r is rows[0] and steady is not None else "-"
+            lines.append(f"| {r['setting']} | {r['cap']} | {cap} | {r['status']} | {need_text} | {steady_text} |")
     return lines
 
 

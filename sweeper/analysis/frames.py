@@ -31,7 +31,7 @@ _NUMERIC = [
     "stream_break_even_batches", "accuracy_shapes", "speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct",
     "eager_err_vs_fp64", "compiled_err_vs_fp64", "mem_need_reserved_gib", "device_mem_used_gib", "cpu_count",
     "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
-    "eager_spread_pct",
+    "eager_spread_pct", "compiled_need_reserved_gib",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",

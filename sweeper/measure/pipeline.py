@@ -258,7 +258,9 @@ def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]],
     if warm:
         if wb.trial.workload is not None:
             BatchStream(wb)  # feeds the stream's first batch
+        need = DeviceNeed(wb.device)
         measure_warm(wb, row)
+        row["compiled_need_reserved_gib"] = need.as_row()["mem_need_reserved_gib"]  # the compiled setting alone
         mark("compiled")
         return
     need = DeviceNeed(wb.device)

@@ -95,6 +95,7 @@ COLUMNS: list[Column] = [
     Column("peak_mem_compile_gib", FLOAT, "Peak allocated memory over the whole compiled run, compile/autotune included."),
     Column("peak_reserved_gib", FLOAT, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
     Column("mem_need_reserved_gib", FLOAT, "What the caching allocator took over the whole trial (eager, compile, autotune, CUDA-graph pools, steady; the accuracy check's references and comparisons left out): the memory a setting needs, as torch.cuda.set_per_process_memory_fraction caps it. Null on CPU."),
+    Column("compiled_need_reserved_gib", FLOAT, "The same in the warm-compile process, which runs the compiled setting alone (compile from the trial's cache, warm-up, a few windows; no eager model, no accuracy check): what a deployment of this setting needs, a cold compile's own extra (autotuning) aside. Null on CPU or without warm_compile."),
     Column("device_mem_used_gib", FLOAT, "Device memory in use (all of the GPU's, CUDA context and loaded kernels included) at its highest phase end: with one trial per GPU, what the trial's process occupied. Null on CPU."),
     # eager baseline (same process, model, inputs)
     Column("eager_throughput_items_s", FLOAT, "Eager throughput of the same model/phase/precision/batch, same process, windows alternating with the compiled ones."),

@@ -214,7 +214,8 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
             processes["warm_process"] = warm.pop("_process_s")
             processes.update(_phases_of("warm", warm, processes["warm_process"]))
             if warm.get("status") == "ok":
-                row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"])
+                row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"],
+                           compiled_need_reserved_gib=warm.get("compiled_need_reserved_gib"))
             else:
                 log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
             mega = artifacts.warm_start(run_process, payload, workdir, timeout_s - (time.monotonic() - t0), cpus)
