@@ -4,9 +4,11 @@ the same numbers as the Parquet rows; and a real search sweep on Tune's OptunaSe
 
 from __future__ import annotations
 
+import base64
 import importlib.util
 import json
 import math
+import random
 import struct
 from pathlib import Path
 
@@ -109,3 +111,50 @@ def test_bad_storage_or_missing_logger_fails_in_one_line(ray_local, tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"sweeper: error: {message}") and "\n" not in err
     assert not (tmp_path / "out" / "results.parquet").exists()
+
+
+@pytest.mark.slow
+def test_large_files_reach_the_results_directory_and_never_tune_records(ray_local, tmp_path):
+    """The real runner on the session's Ray, with only the measuring replaced: each compiled trial's
+    artifact (3 MiB) and trace (1 MiB) are files beside the results that the rows name, written before
+    the row landed, and nothing Tune keeps (RESULTS/tune) holds them."""
+    from sweeper.results.traces import PACKED_KEY
+    from sweeper.run import ray_tune as runner
+    from sweeper.run.artifacts import B64_KEY
+    from sweeper.run.state import SweepState
+    from sweeper.spec.schema import load_spec
+    from sweeper.spec.trials import expand
+
+    def measure(payload: dict, max_retries: int = 1) -> dict:
+        import base64
+        import random
+
+        tid, row = payload["trial"]["trial_id"], {"status": "ok", "error": None, "throughput_items_s": 1.0}
+        if payload["trial"]["mode"] != "eager":
+            rng = random.Random(tid)
+            row[B64_KEY] = base64.b64encode(rng.randbytes(3 * 2**20)).decode()
+            row[PACKED_KEY] = base64.b64encode(rng.randbytes(2**20)).decode()
+        return row
+
+    spec = load_spec(write_spec(tmp_path, tiny_spec("big", axes={"dynamic": [False, True]})))
+    trials, _ = expand(spec)
+    state = SweepState.open(spec, tmp_path / "out", resume=False)
+    state.claim()
+    state.save_manifest()
+    assert runner.run_sweep(state, trials, "cpu", _measure=measure) == []
+    state.close()
+    rows = read_results([tmp_path / "out"]).set_index("trial_id")
+    compiled = [t.trial_id for t in trials if t.mode != "eager"]
+    assert len(compiled) == 2 and rows.megacache_file.notna().sum() == rows.trace_bytes.notna().sum() == 2
+    slices = []
+    for tid in compiled:
+        rng = random.Random(tid)
+        artifact, trace = rng.randbytes(3 * 2**20), rng.randbytes(2**20)
+        assert rows.loc[tid, "megacache_file"] == f"megacache/{tid}.bin"
+        assert (tmp_path / "out" / rows.loc[tid, "megacache_file"]).read_bytes() == artifact
+        assert (tmp_path / "out" / "traces" / f"{tid}.log.gz").read_bytes() == trace
+        assert rows.loc[tid, "trace_bytes"] == len(trace)
+        slices += [base64.b64encode(artifact[3000:3300]), base64.b64encode(trace[3000:3300])]
+    tune_files = [p for p in (tmp_path / "out" / "tune").rglob("*") if p.is_file()]
+    assert tune_files and max(p.stat().st_size for p in tune_files) < 256 * 2**10
+    assert not [p for p in tune_files for s in slices if s in p.read_bytes()]

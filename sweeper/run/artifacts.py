@@ -1,10 +1,15 @@
-"""A trial's Mega-Cache artifact, from the measuring process to the results directory.
+"""A trial's large files (its Mega-Cache artifact, its compile trace), from the measuring
+process to the results directory.
 
-The cold process saves it (`--save-megacache`); a third process loads it into an empty cache
-and compiles again (`warm_megacache_s`). Rows travel to the driver as Tune results, with no
-shared file system, so the artifact travels inside the row, base64-encoded under a private key
-(`_megacache_b64`, never a column), up to `TRAVEL_LIMIT_BYTES`; the driver writes it beside
-results.parquet as `megacache/TRIAL_ID.bin` and the row names that file (`megacache_file`).
+The cold process saves the artifact (`--save-megacache`); a third process loads it into an empty
+cache and compiles again (`warm_megacache_s`). The worker puts both payloads into the row as
+base64 under private keys (`_megacache_b64`, traces.PACKED_KEY; never columns), up to
+`TRAVEL_LIMIT_BYTES`. Before the row is reported, `send` takes them out and hands their bytes to a
+`Sink` on the driver's node (run.ray_tune makes it a Ray actor), which writes them beside
+results.parquet: `megacache/TRIAL_ID.bin` (the row names it, `megacache_file`) and
+`traces/TRIAL_ID.log.gz` (the row says its size, `trace_bytes`). Tune's result logs and the
+driver's memory thus never hold them. Where no sink can be reached (Ray Client), the payloads
+ride inside the row and the driver keeps them the same way (`keep`).
 """
 
 from __future__ import annotations
@@ -15,13 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sweeper.results import traces
 from sweeper.results.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 ARTIFACT = "megacache.bin"
 TRAVEL_LIMIT_BYTES = 32 * 2**20
-"""Larger artifacts are measured (size, warm start) but not kept: they would weigh on every
-Tune result log (base64 adds a third)."""
+"""Larger artifacts are measured (size, warm start) but not kept."""
 B64_KEY = "_megacache_b64"
 DIRECTORY = "megacache"
 
@@ -61,11 +66,37 @@ def attach(row: dict[str, Any], workdir: Path) -> None:
     row[B64_KEY] = base64.b64encode(artifact.read_bytes()).decode("ascii")
 
 
+class Sink:
+    """Writes a trial's files under the results directory, on the driver's node."""
+
+    def __init__(self, results_dir: str):
+        self.dir = Path(results_dir)
+
+    def write(self, relative: str, data: bytes) -> int:
+        path = self.dir / relative
+        if not path.resolve().is_relative_to(self.dir.resolve()):
+            raise ValueError(f"{relative}: not a path inside the results directory")
+        atomic_write_bytes(path, data)
+        return len(data)
+
+
+def send(row: dict[str, Any], trial_id: str, write: Callable[[str, bytes], int]) -> None:
+    """Worker side: write the row's payloads with `write(relative_path, bytes)` (a Sink's) and
+    leave only their names and sizes in the row."""
+    encoded = row.pop(B64_KEY, None)
+    if encoded:
+        relative = f"{DIRECTORY}/{trial_id}.bin"
+        write(relative, base64.b64decode(encoded))
+        row["megacache_file"] = relative
+    packed = row.pop(traces.PACKED_KEY, None)
+    if packed:
+        row["trace_bytes"] = write(_trace_file(trial_id), base64.b64decode(packed))
+
+
 def keep(results_dir: Path, trial_id: str, measured: dict[str, Any]) -> None:
-    """Driver side: write a travelling artifact beside the results; the row names the file."""
-    encoded = measured.pop(B64_KEY, None)
-    if not encoded:
-        return
-    relative = f"{DIRECTORY}/{trial_id}.bin"
-    atomic_write_bytes(results_dir / relative, base64.b64decode(encoded))
-    measured["megacache_file"] = relative
+    """Driver side: write payloads that travelled inside the row beside the results."""
+    send(measured, trial_id, Sink(str(results_dir)).write)
+
+
+def _trace_file(trial_id: str) -> str:
+    return traces.trace_path(Path(), trial_id).as_posix()

@@ -3,8 +3,10 @@ Ray Tune trial (one GPU each by default, anywhere in the cluster), and gather ro
 With run/search.py (what Tune sees of a trial, and which trial runs next), the only Ray code.
 
 Rows travel back as Tune results, so no shared file system is needed; the driver writes
-each one durably to Parquet the moment it arrives. Tune keeps its own records too (flat
-metrics and parameters, JSON, CSV and TensorBoard logs) under RESULTS/tune or `--storage`.
+each one durably to Parquet the moment it arrives. A trial's large files (Mega-Cache artifact,
+compile trace) do not: the worker hands them to a small actor on the driver's node, which writes
+them beside the results before the row is reported (run.artifacts). Tune keeps its own records
+too (flat metrics and parameters, JSON, CSV and TensorBoard logs) under RESULTS/tune or `--storage`.
 """
 
 from __future__ import annotations
@@ -14,14 +16,12 @@ import json
 import logging
 import os
 import signal
-import socket
 import threading
-import time
 from datetime import UTC, datetime
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("TUNE_MAX_PENDING_TRIALS_PG", "64")
@@ -32,9 +32,10 @@ os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
-from sweeper.results import traces  # noqa: E402
-from sweeper.run import search  # noqa: E402
+from sweeper.run import artifacts, search  # noqa: E402
+from sweeper.run.address import check_client, probe  # noqa: E402
 from sweeper.run.isolate import user_import_path  # noqa: E402
 from sweeper.run.options import CALLBACKS, check_options, storage_uri  # noqa: E402,F401
 from sweeper.run.progress import Progress, kind  # noqa: E402
@@ -43,8 +44,6 @@ from sweeper.spec.schema import SweepSpec  # noqa: E402
 from sweeper.spec.trials import Trial  # noqa: E402
 
 log = logging.getLogger(__name__)
-PROBE_S = 10.0
-"""How long an address may refuse connections (a head still starting) before the sweep gives up."""
 CONNECT_S = 25.0
 """Ray's own connect must finish within this (the whole command then ends within 30 s)."""
 
@@ -55,13 +54,13 @@ def connect(address: str | None) -> None:
     a new private Ray; `auto`, HOST:PORT and ray://HOST:PORT attach to a cluster. An address
     with nothing behind it is a SweepError naming it, raised within CONNECT_S."""
     target = address or os.environ.get("RAY_ADDRESS") or None
-    _check_client(target)
+    check_client(target)
     if ray.is_initialized():
         return
     for name in ("ray.tune", "ray.train", "ray.air"):
         logging.getLogger(name).setLevel(logging.ERROR)
     if target not in (None, "auto", "local"):
-        _probe(target)
+        probe(target)
     common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
                               "configure_logging": True, "include_dashboard": False}
     watchdog = threading.Timer(CONNECT_S, _give_up, args=(target,))
@@ -75,37 +74,6 @@ def connect(address: str | None) -> None:
     finally:
         watchdog.cancel()
     signal.signal(signal.SIGTERM, _interrupt)  # ray.init installed sys.exit; stop like Ctrl-C instead
-
-
-def _check_client(target: str | None) -> None:
-    """A ray:// address needs Ray Client, which needs the ray[client] extra (grpcio)."""
-    if target and target.startswith("ray://"):
-        try:
-            import grpc  # noqa: F401
-        except ImportError:
-            raise SweepError(f"--address {target} needs Ray Client: pip install \"ray[client]\" (or run the sweep "
-                             "on the cluster: ray job submit -- sweeper run SPEC)") from None
-
-
-def _probe(address: str) -> None:
-    """Raise SweepError unless something accepts TCP connections at the address's host and port."""
-    parts = urlsplit(address if "://" in address else f"tcp://{address}")
-    try:
-        host, port = parts.hostname, parts.port or 10001
-    except ValueError:
-        host, port = None, None
-    if not host:
-        raise SweepError(f"--address {address}: not HOST:PORT, ray://HOST:PORT, auto or local")
-    deadline = time.monotonic() + PROBE_S
-    while True:
-        try:
-            socket.create_connection((host, port), timeout=2.0).close()
-            return
-        except OSError as e:
-            if time.monotonic() > deadline:
-                raise SweepError(f"no Ray cluster at {address} ({e.strerror or e}); start one with "
-                                 "`ray start --head`, or leave out --address for a local Ray") from None
-            time.sleep(0.5)
 
 
 def _give_up(address: str) -> None:
@@ -128,13 +96,17 @@ def resolve_device(spec: SweepSpec) -> str:
 
 
 def _trainable(config: dict[str, Any], payloads: dict[str, dict[str, Any]], max_retries: int,
-               measure: Callable[..., dict[str, Any]] | None = None) -> None:
-    """Runs in a Ray worker: measure in fresh subprocesses, report flat metrics and the row."""
+               measure: Callable[..., dict[str, Any]] | None = None, sink: Any = None) -> None:
+    """Runs in a Ray worker: measure in fresh subprocesses, have the sink write the row's large
+    files (when there is one), report flat metrics and the row."""
     from sweeper.run.isolate import run_trial
 
-    row = (measure or run_trial)(payloads[config["trial_id"]], max_retries=max_retries)
+    tid = config["trial_id"]
+    row = (measure or run_trial)(payloads[tid], max_retries=max_retries)
     row["node_ip"] = ray.util.get_node_ip_address()
     row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
+    if sink is not None:
+        artifacts.send(row, tid, lambda relative, data: ray.get(sink.write.remote(relative, data)))
     tune.report({**search.metrics_of(row), "row_json": json.dumps(row, default=str)})
 
 
@@ -174,9 +146,6 @@ class _Collector(tune.Callback):
 
     def _record(self, tid: str, measured: dict[str, Any]) -> None:
         self.done.add(tid)
-        packed = measured.pop(traces.PACKED_KEY, None)
-        if packed:
-            measured["trace_bytes"] = traces.save(self.state.dir, tid, packed)
         row = self.state.add(self.trials[tid], measured)
         self.progress.finish(tid, self.trials[tid].label, row)
 
@@ -261,25 +230,40 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
     client = ray.util.client.ray.is_connected()
     payloads = _payloads(trials, device, cpus if pinned else None, r.process_start)
-    tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries,
-                                                  measure=_measure),
-                            resources),
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
-                                    reuse_actors=True, trial_name_creator=_trial_name,
-                                    trial_dirname_creator=_trial_name),
-        run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
-                                  storage_path=None if client and storage is None else _storage(state, storage),
-                                  verbose=0, callbacks=[*([] if client else [collector]),
-                                                        *logger_callbacks(callbacks or [], state.spec)],
-                                  failure_config=tune.FailureConfig(max_failures=r.max_retries)),
-    )
-    grid = tuner.fit()
+    with _sink(state, client) as sink:
+        trainable = tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries, measure=_measure,
+                                         sink=sink)
+        grid = tune.Tuner(
+            tune.with_resources(trainable, resources),
+            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
+                                        reuse_actors=True, trial_name_creator=_trial_name,
+                                        trial_dirname_creator=_trial_name),
+            run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
+                                      storage_path=None if client and storage is None else _storage(state, storage),
+                                      verbose=0, callbacks=[*([] if client else [collector]),
+                                                            *logger_callbacks(callbacks or [], state.spec)],
+                                      failure_config=tune.FailureConfig(max_failures=r.max_retries)),
+        ).fit()
     started = _collect_client_results(collector, grid) if client else searcher.suggested
     missing = [tid for tid in started if tid not in collector.done]
     for tid in missing:  # Tune ended without a result or an error for these
         log.warning("no result for trial %s (%s)", tid, collector.trials[tid].label)
     return missing
+
+
+@contextmanager
+def _sink(state: SweepState, client: bool) -> Iterator[Any]:
+    """The actor that writes trials' large files into the results directory, on this node, for
+    the sweep's length; none through Ray Client (the driver is on no node of the cluster)."""
+    if client:
+        yield None
+        return
+    here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
+    sink = ray.remote(num_cpus=0)(artifacts.Sink).options(scheduling_strategy=here).remote(str(state.dir.resolve()))
+    try:
+        yield sink
+    finally:
+        ray.kill(sink)
 
 
 def _collect_client_results(collector: _Collector, grid: Any) -> list[str]:

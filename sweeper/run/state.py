@@ -159,7 +159,7 @@ class SweepState:
         return [t for t in trials if t.trial_id not in keep]
 
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
-        """Record one finished trial durably (and its cache artifact); a rerun replaces the trial's previous row."""
+        """Record one finished trial durably (and any large file still inside it); a rerun replaces the trial's previous row."""
         artifacts.keep(self.dir, trial.trial_id, measured)
         row = make_row(self.sweep_id, self.spec.name, trial, measured)
         self.save_manifest()
