@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
@@ -186,6 +187,20 @@ def _storage(state: SweepState, storage: str | None) -> str:
     return storage_uri(storage)
 
 
+def _tensorboardx_without_torch() -> None:
+    """Tune's TensorBoard logger imports tensorboardX, whose writer tries `import torch` only to
+    accept tensors (about 470 MB in a driver that never needs torch): import it first, torch hidden."""
+    if "torch" in sys.modules or "tensorboardX" in sys.modules or importlib.util.find_spec("tensorboardX") is None:
+        return
+    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError meanwhile
+    try:
+        import tensorboardX  # noqa: F401
+    except ImportError:
+        log.debug("tensorboardX without torch failed; Tune imports it as usual", exc_info=True)
+    finally:
+        del sys.modules["torch"]
+
+
 def logger_callbacks(names: list[str], spec: SweepSpec) -> list[tune.Callback]:
     """Tune logger callbacks by name (wandb, mlflow), each only where its package is installed."""
     found: list[tune.Callback] = []
@@ -227,6 +242,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     planned = len(searcher.first) + searcher.budget
     progress = Progress(total=planned, slots=concurrent or max(1, gpus), kinds={t.trial_id: kind(t) for t in trials})
     progress.announce(resources, concurrent, ray.cluster_resources(), ray.available_resources())
+    _tensorboardx_without_torch()
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
     client = ray.util.client.ray.is_connected()
     payloads = _payloads(trials, device, cpus if pinned else None, r.process_start)
