@@ -4,6 +4,7 @@ it into tlparse's HTML; ids of specs that do not trace stay as they were."""
 
 from __future__ import annotations
 
+import base64
 import gzip
 import re
 
@@ -50,6 +51,8 @@ def test_traced_sweep_keeps_each_compiled_trace_and_renders_it(ray_local, tmp_pa
     trace = out / "traces" / f"{tid}.log.gz"
     assert sorted(p.name for p in (out / "traces").iterdir()) == [trace.name]
     assert rows.loc["default", "trace_bytes"] == trace.stat().st_size
+    piece = base64.b64encode(trace.read_bytes()[:3000])  # the trace went to the driver's node as a file,
+    assert not [p for p in (out / "tune").rglob("*") if p.is_file() and piece in p.read_bytes()]  # not a result
     log = gzip.decompress(trace.read_bytes()).decode()
     assert '] {"dynamo_start"' in log and '] {"dynamo_output_graph"' in log  # a real compile, traced
     assert f'href="traces/{tid}.log.gz"' in (out / "report.html").read_text()
