@@ -1,6 +1,6 @@
 """The sweep driver alone at cluster scale: N synthetic trials through the real runner and sweep state.
 
-    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--out DIR] [--json FILE]
+    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--out DIR] [--json FILE] [--tracemalloc]
 
 Everything a real sweep does on the driver runs for real: the spec is expanded, the results
 directory is claimed, Ray starts (a local Ray with `--slots` logical CPUs: that many trials at once,
@@ -10,9 +10,11 @@ trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, th
 `run_sweep(..., _measure=...)`, a private parameter no command can reach.
 
 It reports the sweep's wall time (Ray start apart), the driver's resident memory at the start of the
-sweep, after its first 100 rows (Tune's TensorBoard logger imports tensorboardX, which imports
-torch, with the first result: about 470 MB once), just before its last row, and its peak, and checks while the sweep runs that every row the driver holds is on disk as
-a part file (sampled every second), and at the end that the compacted file holds every trial.
+sweep, after its first 100 rows (Tune's loggers import their libraries with the first result), just
+before its last row, and its peak, and checks while the sweep runs that every row the driver holds
+is on disk as a part file (sampled every second), and at the end that the compacted file holds
+every trial. With `--tracemalloc` (slower: every allocation is traced) it also names the source
+lines whose Python allocations grew most between the first 100 rows and the sweep's end.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +72,7 @@ class Watch(threading.Thread):
         self.checks = self.not_durable = 0
         self.rss_warm: int | None = None
         """After the first WARM_ROWS rows: Tune's loggers import their libraries with the first trial."""
+        self.snapshot_warm: tracemalloc.Snapshot | None = None
 
     def run(self) -> None:
         tick = 0
@@ -77,6 +81,7 @@ class Watch(threading.Thread):
             self.peak = max(self.peak, rss)
             if self.rss_warm is None and len(self.state.by_trial) >= WARM_ROWS:
                 self.rss_warm = rss
+                self.snapshot_warm = tracemalloc.take_snapshot() if tracemalloc.is_tracing() else None
             if len(self.state.by_trial) < self.total:
                 self.rss_last_row = rss  # the last sample before every row was in
             tick += 1
@@ -93,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--slots", type=int, default=8, help="trials at once (the local Ray's logical CPUs)")
     ap.add_argument("--out", type=Path, help="results directory (default: a new temporary one)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--tracemalloc", action="store_true", help="name the lines whose allocations grew most")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("sweeper").setLevel(logging.WARNING)  # 2,000 progress lines would time the terminal
@@ -100,14 +106,22 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = out.parent / "driver_scale.yaml"
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(yaml.safe_dump(spec_text(args.trials, args.slots)))
-    figures = run(spec_path, out, args.slots)
+    figures = run(spec_path, out, args.slots, args.tracemalloc)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0 if figures["rows_in_results"] == args.trials and figures["rows_not_durable"] == 0 else 1
 
 
-def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
+def growth(before: tracemalloc.Snapshot | None, top: int = 12) -> list[str]:
+    """The source lines whose live Python allocations grew most since `before`."""
+    if before is None:
+        return []
+    stats = tracemalloc.take_snapshot().compare_to(before, "lineno")
+    return [f"{s.size_diff / 2**20:+.1f} MiB {s.count_diff:+d} blocks {s.traceback[0]}" for s in stats[:top]]
+
+
+def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False) -> dict[str, Any]:
     import ray
 
     from sweeper.run import ray_tune as runner
@@ -120,6 +134,8 @@ def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
     ray.init(num_cpus=slots, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     runner.connect(None)  # already initialized: keeps the runner's own settings (signals, loggers)
     ray_start_s = time.monotonic() - t_ray
+    if trace_memory:
+        tracemalloc.start()
     watch = Watch(state, len(trials))
     watch.start()
     t0 = time.monotonic()
@@ -128,6 +144,8 @@ def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
     sweep_s = time.monotonic() - t0
     watch.stop.set()
     watch.join()
+    rss_end = watch.proc.memory_info().rss
+    grew = growth(watch.snapshot_warm)
     t1 = time.monotonic()
     state.close()
     compact_s = time.monotonic() - t1
@@ -140,6 +158,7 @@ def run(spec_path: Path, out: Path, slots: int) -> dict[str, Any]:
             f"driver_rss_after_{WARM_ROWS}_rows_mib": round((watch.rss_warm or 0) / 2**20),
             f"driver_rss_growth_after_{WARM_ROWS}_rows_mib": round((watch.peak - (watch.rss_warm or watch.peak)) / 2**20),
             "driver_rss_before_last_row_mib": round(watch.rss_last_row / 2**20),
+            "driver_rss_end_of_sweep_mib": round(rss_end / 2**20), "tracemalloc_growth": grew,
             "durability_checks": watch.checks, "rows_not_durable": watch.not_durable,
             "rows_in_results": len(read_results([out])), "cpu_count": os.cpu_count()}
 
