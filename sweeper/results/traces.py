@@ -1,6 +1,7 @@
 """Compile traces of traced trials (`measure.trace: true`): the measuring process's TORCH_TRACE
-log, gzip-compressed, travels back to the driver inside the trial's result (base64 text, no
-shared file system) and is kept as RESULTS/traces/<trial_id>.log.gz beside results.parquet.
+log, gzip-compressed, goes from the worker to the results directory (run.artifacts: through a
+writer on the driver's node, no shared file system) and is kept as RESULTS/traces/<trial_id>.log.gz
+beside results.parquet.
 No torch or pandas: the runner, the report and `sweeper trace` all use it."""
 
 from __future__ import annotations
@@ -11,14 +12,12 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from sweeper.results.files import atomic_write_bytes
-
 TRACES_DIR = "traces"
 SUFFIX = ".log.gz"
 MAX_TRACE_BYTES = 16 * 2**20
-"""A compressed trace larger than this stays behind: it would weigh on every Tune result."""
+"""A compressed trace larger than this stays behind."""
 PACKED_KEY = "trace_log_gz_b64"
-"""The key of a result that carries its packed trace to the driver (never a row column)."""
+"""The key under which a row carries its packed trace until it is written (never a row column)."""
 
 
 def pack(directory: Path) -> str | None:
@@ -31,13 +30,6 @@ def pack(directory: Path) -> str | None:
 
 def trace_path(results_dir: Path, trial_id: str) -> Path:
     return results_dir / TRACES_DIR / f"{trial_id}{SUFFIX}"
-
-
-def save(results_dir: Path, trial_id: str, packed: str) -> int:
-    """Write a packed trace durably to its place; returns its size in bytes."""
-    data = base64.b64decode(packed)
-    atomic_write_bytes(trace_path(results_dir, trial_id), data)
-    return len(data)
 
 
 def beside(result_files: Iterable[Path]) -> dict[str, Path]:
