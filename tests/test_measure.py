@@ -115,6 +115,18 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
     assert phases["cold_process"] + phases["warm_process"] < row["trial_wall_s"]
 
 
+@pytest.mark.slow
+def test_megacache_warm_start_can_be_skipped_and_the_artifact_is_still_kept():
+    (trial,) = [t for t in _trial(measure={"backend": "inductor", "warm_compile": True, "megacache_warm_start": False})
+                if t.mode == "default"]
+    row = isolate.run_trial(_payload(trial), max_retries=0)
+    assert row["status"] == "ok", row["error"]
+    phases = json.loads(row["phase_s_json"])
+    assert "warm_process" in phases and "megacache_process" not in phases
+    assert row["warm_compile_s"] > 0 and row.get("warm_megacache_s") is None
+    assert row["megacache_bytes"] > 0 and row.get("_megacache_b64")  # saved by the cold process, for export
+
+
 def test_compile_threads_reach_the_measuring_process(tmp_path, monkeypatch):
     monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)

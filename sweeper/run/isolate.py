@@ -190,6 +190,26 @@ def _phases_of(tag: str, row: dict[str, Any], process_s: float) -> dict[str, flo
     return {**{f"{tag}.{k}": v for k, v in phases.items()}, f"{tag}.exit": max(0.0, process_s - sum(phases.values()))}
 
 
+def _warm_processes(payload: dict[str, Any], workdir: Path, row: dict[str, Any], deadline: float,
+                    cpus: list[int] | None) -> dict[str, float]:
+    """The warm compile from the trial's cache, then (unless the spec skips it) the warm start from
+    its Mega-Cache artifact, each in a new process; their columns go into `row`, their seconds out."""
+    trial = payload["trial"]
+    warm = run_process(payload, workdir, workdir / "cache", deadline - time.monotonic(), warm=True, cpus=cpus)
+    processes = {"warm_process": warm.pop("_process_s")}
+    processes.update(_phases_of("warm", warm, processes["warm_process"]))
+    if warm.get("status") == "ok":
+        row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"],
+                   compiled_need_reserved_gib=warm.get("compiled_need_reserved_gib"))
+    else:
+        log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
+    if trial["measure"].get("megacache_warm_start", True):
+        mega = artifacts.warm_start(run_process, payload, workdir, deadline - time.monotonic(), cpus)
+        processes.update({"megacache_process": mega.pop("_process_s")} if mega else {})
+        row.update(mega)
+    return processes
+
+
 def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | None) -> dict[str, Any]:
     trial = payload["trial"]
     timeout_s = float(trial["measure"]["trial_timeout_s"])
@@ -208,19 +228,8 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
         if packed and trial["mode"] != "eager":
             row[traces.PACKED_KEY] = packed
         processes = {"cold_process": row.pop("_process_s")}
-        left = timeout_s - (time.monotonic() - t0)
         if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:
-            warm = run_process(payload, workdir, workdir / "cache", left, warm=True, cpus=cpus)
-            processes["warm_process"] = warm.pop("_process_s")
-            processes.update(_phases_of("warm", warm, processes["warm_process"]))
-            if warm.get("status") == "ok":
-                row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"],
-                           compiled_need_reserved_gib=warm.get("compiled_need_reserved_gib"))
-            else:
-                log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
-            mega = artifacts.warm_start(run_process, payload, workdir, timeout_s - (time.monotonic() - t0), cpus)
-            processes.update({"megacache_process": mega.pop("_process_s")} if mega else {})
-            row.update(mega)
+            processes.update(_warm_processes(payload, workdir, row, t0 + timeout_s, cpus))
         artifacts.attach(row, workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

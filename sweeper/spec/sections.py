@@ -171,6 +171,10 @@ class MeasureSpec(Strict):
     a tenth of it is the floor of the allowed error; without one, the bound vs eager."""
     warm_compile: bool = True
     """Also measure compile time in a second process whose cache holds the trial's artifacts."""
+    megacache_warm_start: bool = True
+    """With warm_compile, also measure a deployment's warm start: a third process loads the trial's
+    Mega-Cache artifact into an empty cache and compiles (`warm_megacache_s`). False skips that
+    process (the artifact is still saved, so `sweeper export` still works)."""
     recompile_limit: PositiveInt | None = None
     """torch._dynamo recompile limit; None keeps torch's default."""
     compile_threads: PositiveInt | None = None
@@ -197,7 +201,8 @@ class MeasureSpec(Strict):
         return self.model_dump(mode="json", exclude=later)
 
 
-_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences", "trace")
+_LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences", "trace",
+                           "megacache_warm_start")
 
 
 class Resources(Strict):
