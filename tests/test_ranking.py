@@ -84,3 +84,12 @@ def test_one_memory_the_whole_run_peak() -> None:
     row = {"peak_mem_gib": 0.132, "peak_mem_compile_gib": 0.383}
     assert ranking.run_peak_gib(row) == 0.383
     assert ranking.run_peak_gib({"peak_mem_gib": 1.0, "peak_mem_compile_gib": None}) == 1.0
+
+
+def test_memory_need_prefers_the_compiled_setting_alone():
+    from sweeper.analysis.ranking import need_column
+
+    df = pd.DataFrame({"mem_need_reserved_gib": [10.97, 0.99, None], "compiled_need_reserved_gib": [3.6, None, None]})
+    need = need_column(df)
+    assert need[0] == pytest.approx(3.6) and need[1] == pytest.approx(0.99) and pd.isna(need[2])
+    assert need_column(df.drop(columns="compiled_need_reserved_gib"))[0] == pytest.approx(10.97)  # older rows

@@ -129,6 +129,14 @@ def run_peak_column(df: pd.DataFrame) -> pd.Series:
     return df[["peak_mem_gib", "peak_mem_compile_gib"]].max(axis=1, skipna=True)
 
 
+def need_column(df: pd.DataFrame) -> pd.Series:
+    """Device memory a setting needs from the allocator (reserved, GiB): measured with the compiled
+    setting alone where the row has it, else the whole trial's (eager rows: the eager trial's own)."""
+    alone = pd.to_numeric(df.get("compiled_need_reserved_gib", pd.Series(index=df.index, dtype="float64")),
+                          errors="coerce")
+    return alone.fillna(pd.to_numeric(df["mem_need_reserved_gib"], errors="coerce")).astype("float64")
+
+
 def compile_cost_column(df: pd.DataFrame) -> pd.Series:
     """Seconds of compiling per row: every compile of a stream, else the cold compile, 0 for eager."""
     return df["stream_compile_s"].fillna(df["compile_s"]).fillna(0.0)

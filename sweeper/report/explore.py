@@ -24,6 +24,7 @@ AXES: list[tuple[str, str, str, str]] = [
     ("speedup", "Speedup vs eager (×)", "speedup_vs_eager", "max"),
     ("run_mem", "Peak memory, whole run incl. compile (GiB)", "run_peak_mem_gib", "min"),
     ("steady_mem", "Peak memory, steady state (GiB)", "peak_mem_gib", "min"),
+    ("need_mem", "Device memory needed, reserved (GiB; GPU rows)", "need_mem_gib", "min"),
     ("compile", "Compile time (s; a stream: every compile)", "compile_cost_s", "min"),
     ("latency", "Latency p50 (ms)", "latency_p50_ms", "min"),
     ("batch", "Batch size (items)", "batch_size", ""),
@@ -33,8 +34,8 @@ _INTERVAL_AXES = ("throughput", "speedup")
 
 
 def prepare(data: pd.DataFrame) -> pd.DataFrame:
-    """Adds what the views read: whole-run peak, compile cost and the speedup interval per row."""
-    out = data.assign(run_peak_mem_gib=ranking.run_peak_column(data),
+    """Adds what the views read: whole-run peak, memory need, compile cost and the speedup interval per row."""
+    out = data.assign(run_peak_mem_gib=ranking.run_peak_column(data), need_mem_gib=ranking.need_column(data),
                       compile_cost_s=ranking.compile_cost_column(data))
     records = out[_STANDING_COLUMNS + [c for c in _OPTIONAL if c in out.columns]].to_dict("records")
     standings = [ranking.standing(r) for r in records]
@@ -119,7 +120,7 @@ def _numeric(label: str, values: pd.Series, log: bool = False) -> dict[str, Any]
 
 _SCATTER_COLUMNS = {"mode", "dynamic_label", "backend", "trial_id", "batch_size", "seq_len", "bucketing", "is_eager",
                     "accuracy_ok", "throughput_items_s", "speedup_vs_eager", "speedup_low", "speedup_high",
-                    "standing", "run_peak_mem_gib", "peak_mem_gib", "compile_cost_s", "warm_compile_s",
+                    "standing", "run_peak_mem_gib", "peak_mem_gib", "need_mem_gib", "compile_cost_s", "warm_compile_s",
                     "graph_breaks", "recompiles", "latency_p50_ms"}
 
 

@@ -68,7 +68,8 @@ def hover_text(df: pd.DataFrame) -> list[str]:
                  + (f" · bucketing {esc(r.bucketing)}" if isinstance(r.bucketing, str) else ""),
                  f"throughput {fmt_num(r.throughput_items_s)} items/s · speedup {fmt_num(r.speedup_vs_eager)}×"
                  + ("" if r.is_eager else f" ({fmt_num(r.speedup_low)}-{fmt_num(r.speedup_high)}, {r.standing})"),
-                 f"peak memory {fmt_num(r.run_peak_mem_gib)} GiB whole run · {fmt_num(r.peak_mem_gib)} steady"]
+                 f"peak memory {fmt_num(r.run_peak_mem_gib)} GiB whole run · {fmt_num(r.peak_mem_gib)} steady"
+                 + (f" · needs {fmt_num(r.need_mem_gib)} reserved" if pd.notna(getattr(r, "need_mem_gib", None)) else "")]
         if not r.is_eager:
             warm = f" · warm {fmt_num(r.warm_compile_s)} s" if r.warm_compile_s >= 0 else ""
             lines += [f"compile {fmt_num(r.compile_cost_s)} s cold{warm}",
