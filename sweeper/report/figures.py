@@ -191,3 +191,23 @@ def overview_bars(summary: pd.DataFrame) -> Figure | None:
 
 
 _VERDICT_COLOURS = {"v-win": "#15803d", "v-lose": "#c2410c", "v-even": "#9ca3af"}
+
+
+def reading_key(unstable_floor: float) -> str:
+    """The "Reading the plots" box: colours, symbols, front, choice, error bars, memory."""
+    swatches = "".join(f'<span class="sw" style="background:{c}"></span>{esc(m)}'
+                       for m, c in MODE_COLOURS.items())
+    glyphs = " ".join(f"{g} {d}" for d, g in DYNAMIC_GLYPHS.items())
+    return ('<div class="key"><b>Reading the plots.</b> Colour = compile mode:' + swatches
+            + f". Symbol = <code>dynamic</code>: {glyphs}. Marker size = compile time. Solid, outlined markers "
+            "are on the Pareto front of their context (no other accurate trial has higher throughput, lower "
+            "whole-run peak memory and less compile time all at once); faded markers are dominated; the dotted "
+            "line is the front of the two objectives on the axes (choose them above each scatter). The star is "
+            "the context's choice; rings mark settings tied with it inside the measured noise. Error bars: the "
+            "speedup's interval where measured (paired windows, widened by the sweep's self-check: at least "
+            f"±{unstable_floor * 100:g}% over an unstable eager baseline, and reaching the speedup "
+            "against the sweep's eager trial), "
+            "else the spread of the timed windows. Memory is the "
+            "whole-run peak (compile and autotuning included), the figure limits are checked against; the "
+            "steady peak is an axis choice and in the hover. Speedup is throughput over the eager baseline of "
+            "the same context and batch. Click a table header to sort.</div>")

@@ -23,6 +23,7 @@ from sweeper.report import figures as figs
 from sweeper.report import streams as report_streams
 from sweeper.report import tables
 from sweeper.analysis import frames
+from sweeper.analysis import drift
 from sweeper.analysis import ranking
 from sweeper.analysis.compare import compare_runs
 from sweeper.analysis.recommend import recommend_context
@@ -194,6 +195,8 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     wins = summary[summary["verdict_css"].eq("v-win")]
     loses = summary[summary["verdict_css"].eq("v-lose")]
     even = summary[summary["verdict_css"].eq("v-even") & summary["best_speedup"].notna()]
+    drifted = even[even["verdict"].astype(str).str.contains("baseline drifted", regex=False)]
+    even = even.drop(index=drifted.index)
     lines = [f"<b>Compiling pays</b> in a long run in {len(wins)} of {_count(len(summary), 'context')}"
              + (f", most in {esc(wins.loc[wins['best_speedup'].idxmax(), 'label'])} at "
                 f"{wins['best_speedup'].max():.2f}×" if not wins.empty else "")]
@@ -202,10 +205,13 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     if not even.empty:
         lines.append(f"no clear difference (inside the measured noise, at least ±{ranking.TIE_BAND_PCT:g}%) "
                      f"in {len(even)}: " + ", ".join(esc(x) for x in even["label"]))
+    if not drifted.empty:
+        lines.append(f"<b>speedup not established</b> (the trial's eager baseline drifted from the sweep's eager "
+                     f"trial) in {len(drifted)}: " + ", ".join(esc(x) for x in drifted["label"]))
     return ("<h2>Overview</h2>" f'<nav class="models">{nav}</nav>' + _selector(summary)
             + f'<p>{"; ".join(lines)}. Each context\'s choice is the setting <code>sweeper recommend</code> '
             "prints for it: the fewest seconds per item in a long run (compile paid back), accurate trials "
-            "only.</p>" + _key()
+            "only.</p>" + figs.reading_key(drift.UNSTABLE_BASELINE_FLOOR)
             + page.plot(figs.overview_bars(summary), "No accurate compiled trial: no speedup to show.")
             + tables.summary_table(summary))
 
@@ -216,22 +222,6 @@ def _selector(summary: pd.DataFrame) -> str:
     return ('<div class="selector"><label><b>Context</b> <select id="ctx-select"><option value="">all '
             f"contexts ({len(summary)})</option>{options}</select></label> "
             '<span class="note" id="ctx-count"></span></div>')
-
-
-def _key() -> str:
-    swatches = "".join(f'<span class="sw" style="background:{c}"></span>{esc(m)}'
-                       for m, c in figs.MODE_COLOURS.items())
-    glyphs = " ".join(f"{g} {d}" for d, g in figs.DYNAMIC_GLYPHS.items())
-    return ('<div class="key"><b>Reading the plots.</b> Colour = compile mode:' + swatches
-            + f". Symbol = <code>dynamic</code>: {glyphs}. Marker size = compile time. Solid, outlined markers "
-            "are on the Pareto front of their context (no other accurate trial has higher throughput, lower "
-            "whole-run peak memory and less compile time all at once); faded markers are dominated; the dotted "
-            "line is the front of the two objectives on the axes (choose them above each scatter). The star is "
-            "the context's choice; rings mark settings tied with it inside the measured noise. Error bars: the "
-            "speedup's bootstrap interval where measured, else the spread of the timed windows. Memory is the "
-            "whole-run peak (compile and autotuning included), the figure limits are checked against; the "
-            "steady peak is an axis choice and in the hover. Speedup is throughput over the eager baseline of "
-            "the same context and batch. Click a table header to sort.</div>")
 
 
 def _model_section(model: str, data: pd.DataFrame, by_context: dict[tuple, Any], summary: pd.DataFrame,
