@@ -23,6 +23,8 @@ Pure pandas.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pandas as pd
 
@@ -42,56 +44,79 @@ agreed within the 2% floor of the in-trial interval. Measure a host of your own 
 experiments/truth/repeat.yaml."""
 
 
-def _eager_match(df: pd.DataFrame, column: str) -> pd.Series:
-    """Per row: `column` of the ok eager trial(s) of the row's context (median), or null."""
-    keys = [k for k in MATCH_KEYS if k in df.columns]
-    key = df[keys].astype("string").fillna("<null>").agg("|".join, axis=1)
-    eager = df["status"].eq("ok") & df["mode"].eq("eager")
-    ref = pd.to_numeric(df[column], errors="coerce")[eager].groupby(key[eager]).median()
-    return key.map(ref).astype("float64")
+class _EagerTrials:
+    """The ok eager trials of each row's context, matched once per frame: the context key is
+    built once, and each column's per-context median once."""
+
+    def __init__(self, df: pd.DataFrame):
+        self.df = df
+        parts = [df[k].astype("string").fillna("<null>") for k in MATCH_KEYS if k in df.columns]
+        self.key = functools.reduce(lambda a, b: a + "|" + b, parts)
+        self.eager = df["status"].eq("ok") & df["mode"].eq("eager")
+        self._matched: dict[str, pd.Series] = {}
+
+    def match(self, column: str) -> pd.Series:
+        """Per row: `column` of the ok eager trial(s) of the row's context (median), or null."""
+        if column not in self._matched:
+            values = pd.to_numeric(self.df[column], errors="coerce")[self.eager]
+            self._matched[column] = self.key.map(values.groupby(self.key[self.eager]).median()).astype("float64")
+        return self._matched[column]
 
 
 def _compiled_ok(df: pd.DataFrame, values: pd.Series) -> pd.Series:
     return values.where(~df["mode"].eq("eager") & df["status"].eq("ok") & np.isfinite(values)).astype("float64")
 
 
-def baseline_drift_pct(df: pd.DataFrame) -> pd.Series:
+def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
+    """The self-check's columns of a prepared frame: baseline_drift_pct, eager_trial_speedup,
+    speedup_low and speedup_high, from one match of every row with its eager trial."""
+    trials = _EagerTrials(df) if not df.empty else None
+    low, high = reported_interval(df, trials)
+    return {"baseline_drift_pct": baseline_drift_pct(df, trials), "eager_trial_speedup": eager_trial_speedup(df, trials),
+            "speedup_low": low, "speedup_high": high}
+
+
+def baseline_drift_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
     """Per row: in-trial eager throughput vs the eager trial's, in percent (positive: the in-trial
     baseline ran faster). Null for eager rows, failed rows and rows with no eager trial to match."""
     if df.empty:
         return pd.Series(dtype="float64", index=df.index)
     inside = pd.to_numeric(df["eager_throughput_items_s"], errors="coerce")
     with np.errstate(divide="ignore", invalid="ignore"):
-        drift = (inside / _eager_match(df, "throughput_items_s") - 1.0) * 100.0
+        drift = (inside / (trials or _EagerTrials(df)).match("throughput_items_s") - 1.0) * 100.0
     return _compiled_ok(df, drift)
 
 
-def eager_trial_speedup(df: pd.DataFrame) -> pd.Series:
+def eager_trial_speedup(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
     """Per compiled row: its throughput over the eager trial's of its context (null without one)."""
     if df.empty:
         return pd.Series(dtype="float64", index=df.index)
+    eager_items_s = (trials or _EagerTrials(df)).match("throughput_items_s")
     with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = pd.to_numeric(df["throughput_items_s"], errors="coerce") / _eager_match(df, "throughput_items_s")
+        ratio = pd.to_numeric(df["throughput_items_s"], errors="coerce") / eager_items_s
     return _compiled_ok(df, ratio)
 
 
-def baseline_spread_pct(df: pd.DataFrame) -> pd.Series:
+def baseline_spread_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
     """Per row: the spread of its eager windows; for rows that do not carry it (older rows), the
     spread of the eager trial of its context."""
     own = pd.to_numeric(df.get("eager_spread_pct", pd.Series(index=df.index, dtype="float64")), errors="coerce")
-    return own.fillna(_eager_match(df, "throughput_spread_pct") if not df.empty else own).astype("float64")
+    if df.empty:
+        return own.astype("float64")
+    return own.fillna((trials or _EagerTrials(df)).match("throughput_spread_pct")).astype("float64")
 
 
-def reported_interval(df: pd.DataFrame) -> tuple[pd.Series, pd.Series]:
+def reported_interval(df: pd.DataFrame, trials: _EagerTrials | None = None) -> tuple[pd.Series, pd.Series]:
     """(speedup_low, speedup_high) per row: the in-trial interval widened as the module says.
     Null where the row has no in-trial interval (its ranking then falls back to the window spread)."""
+    trials = trials or (_EagerTrials(df) if not df.empty else None)
     speedup = pd.to_numeric(df["speedup_vs_eager"], errors="coerce")
     low = pd.to_numeric(df["speedup_ci_low"], errors="coerce")
     high = pd.to_numeric(df["speedup_ci_high"], errors="coerce")
-    unstable = baseline_spread_pct(df).ge(STABLE_SPREAD_PCT) & ~df["mode"].eq("eager")
+    unstable = baseline_spread_pct(df, trials).ge(STABLE_SPREAD_PCT) & ~df["mode"].eq("eager")
     low = low.where(~unstable, np.fmin(low, speedup * (1 - UNSTABLE_BASELINE_FLOOR)))
     high = high.where(~unstable, np.fmax(high, speedup * (1 + UNSTABLE_BASELINE_FLOOR)))
-    other = eager_trial_speedup(df)
+    other = eager_trial_speedup(df, trials)
     low = low.where(low.isna() | other.isna(), np.fmin(low, other))
     high = high.where(high.isna() | other.isna(), np.fmax(high, other))
     return low.astype("float64"), high.astype("float64")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.drift import baseline_drift_pct, eager_trial_speedup, reported_interval
+from sweeper.analysis.drift import self_check
 from sweeper.results.schema import COLUMN_NAMES, EAGER
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
@@ -64,10 +64,9 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out.loc[out["is_eager"] & out["compile_s"].isna(), "compile_s"] = 0.0
     out["speedup_vs_eager"] = _fill_speedup(out)
     given = pd.to_numeric(out.get("baseline_drift_pct", pd.Series(index=out.index, dtype="float64")), errors="coerce")
-    out["baseline_drift_pct"] = baseline_drift_pct(out).fillna(given)  # a frame may carry it already
-    out["eager_trial_speedup"] = eager_trial_speedup(out)
-    out["speedup_low"], out["speedup_high"] = reported_interval(out)
-    return out
+    checked = self_check(out)
+    out["baseline_drift_pct"] = checked.pop("baseline_drift_pct").fillna(given)  # a frame may carry it already
+    return out.assign(**checked)
 
 
 def is_missing(value: object) -> bool:
