@@ -218,6 +218,11 @@ def candidate_key(c: Candidate) -> tuple[float, float, float]:
     return rank_key(c.time_s, c.peak_mem_gib, c.compile_s)
 
 
+def drifted(c: Candidate) -> bool:
+    """Whether the candidate's speedup is not established because its baseline drifted."""
+    return "baseline drifted" in c.speedup_note
+
+
 def verdict(best: Candidate | None, best_compiled: Candidate | None) -> tuple[str, str]:
     """(verdict, css class) of a context from its ranked choice and its best compiled setting."""
     if best is None:
@@ -232,7 +237,7 @@ def verdict(best: Candidate | None, best_compiled: Candidate | None) -> tuple[st
     s = best.speedup_vs_eager
     if best.speedup_established and s is not None and s > 1:
         return f"compile: {s:.2f}× faster", "v-win"
-    if "baseline drifted" in best.speedup_note:
+    if drifted(best):
         low, high = interval(best)
         between = f"; interval {fmt_num(low)}-{fmt_num(high)}×" if low is not None else ""
         return f"speedup not established ({fmt_num(s)}×, baseline drifted{between})", "v-even"

@@ -142,7 +142,7 @@ def context_summary(data: pd.DataFrame) -> pd.DataFrame:
 
 _NO_CHOICE = {"best_setting": None, "best_call": None, "best_trial_id": None, "best_is_eager": None,
               "best_speedup": math.nan, "best_low": math.nan, "best_high": math.nan, "best_compile_s": math.nan,
-              "break_even_iters": math.nan, "compiled_speedup": math.nan, "tie_ids": ()}
+              "break_even_iters": math.nan, "compiled_speedup": math.nan, "tie_ids": (), "drifted": False}
 
 
 def _choice(ctx: pd.DataFrame) -> dict[str, Any]:
@@ -164,6 +164,7 @@ def _choice(ctx: pd.DataFrame) -> dict[str, Any]:
             "best_speedup": shown.speedup_vs_eager, "best_low": low, "best_high": high,
             "best_compile_s": shown.compile_s, "break_even_iters": _break_even(shown),
             "compiled_speedup": rec.best_compiled.speedup_vs_eager, "verdict": verdict, "verdict_css": css,
+            "drifted": bool(rec.best and not rec.best.is_eager and ranking.drifted(rec.best)),
             "tie_ids": tuple(c.trial_id for c in rec.ties if c.trial_id)}
 
 
@@ -195,7 +196,7 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     wins = summary[summary["verdict_css"].eq("v-win")]
     loses = summary[summary["verdict_css"].eq("v-lose")]
     even = summary[summary["verdict_css"].eq("v-even") & summary["best_speedup"].notna()]
-    drifted = even[even["verdict"].astype(str).str.contains("baseline drifted", regex=False)]
+    drifted = even[even["drifted"].astype(bool)]
     even = even.drop(index=drifted.index)
     lines = [f"<b>Compiling pays</b> in a long run in {len(wins)} of {_count(len(summary), 'context')}"
              + (f", most in {esc(wins.loc[wins['best_speedup'].idxmax(), 'label'])} at "
