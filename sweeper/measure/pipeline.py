@@ -230,7 +230,7 @@ def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
     row = ctx.row
     for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", *gpu_util.COLUMNS):
         row[k] = row[f"eager_{k}"]
-    row.update(_timing_row(ctx, "", eager), eager_spread_pct=eager.spread_pct, peak_mem_compile_gib=row["eager_peak_mem_gib"],
+    row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
                peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)
     if isinstance(ctx.feed, BatchStream):
         row.update(stream_s=row["eager_stream_s"], stream_speedup_vs_eager=1.0)
