@@ -19,11 +19,12 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sweeper.analysis.drift import STABLE_SPREAD_PCT, baseline_spread_pct  # noqa: E402
 from sweeper.analysis.frames import prepare  # noqa: E402
+from sweeper.analysis.ranking import DRIFT_LIMIT_PCT  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
 
 KEY = ["model", "precision", "mode", "batch_size"]
-STABLE_SPREAD_PCT = 5.0
 AGREE_PCT = 3.0
 
 
@@ -64,15 +65,6 @@ def at_once_vs_alone(at_once: pd.DataFrame, alone: pd.DataFrame) -> list[str]:
     return lines
 
 
-def eager_spread(df: pd.DataFrame) -> pd.DataFrame:
-    """The eager arm's window spread: the row's own where it has one, else the eager trial's."""
-    eager = df[df["is_eager"]][KEY[:2] + ["batch_size", "throughput_spread_pct"]]
-    eager = eager.rename(columns={"throughput_spread_pct": "eager_spread"})
-    out = df.merge(eager, on=["model", "precision", "batch_size"], how="left")
-    out["eager_spread"] = out["eager_spread_pct"].fillna(out["eager_spread"])
-    return out
-
-
 def repeats(runs: dict[str, pd.DataFrame]) -> list[str]:
     names = list(runs)
     frames = [runs[n][~runs[n]["is_eager"]].set_index(KEY) for n in names]
@@ -86,7 +78,7 @@ def repeats(runs: dict[str, pd.DataFrame]) -> list[str]:
         widths = sorted((r["speedup_high"] - r["speedup_low"]) / r["speedup_vs_eager"] * 100 for r in rs)
         values = [r["speedup_vs_eager"] for r in rs]
         spread = (max(values) - min(values)) / sorted(values)[len(values) // 2] * 100
-        drifted = [n for n, r in zip(names, rs, strict=True) if abs(r["baseline_drift_pct"]) > 5.0]
+        drifted = [n for n, r in zip(names, rs, strict=True) if abs(r["baseline_drift_pct"]) > DRIFT_LIMIT_PCT]
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(_ci(r) for r in rs)
                      + f" | {'yes' if inside else 'NO'} | {widths[len(widths) // 2]:.1f} | {spread:.1f} | "
                      + f"{', '.join(drifted) or '-'} |")
@@ -124,7 +116,8 @@ def main() -> int:
     root = Path(sys.argv[1])
     out: list[str] = []
     if (root / "at_once").exists() and (root / "alone").exists():
-        at_once, alone = eager_spread(_load(root, "at_once")), _load(root, "alone")
+        at_once, alone = _load(root, "at_once"), _load(root, "alone")
+        at_once["eager_spread"] = baseline_spread_pct(at_once)
         out += ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
     for prefix, first in (("repeat", "at_once"), ("single_repeat", None)):
         runs = {d.name: _load(root, d.name) for d in sorted(root.glob(f"{prefix}[0-9]"))}
