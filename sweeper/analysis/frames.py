@@ -9,7 +9,8 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.drift import self_check
-from sweeper.results.schema import COLUMN_NAMES, EAGER
+from sweeper.results.schema import EAGER
+from sweeper.results.store import with_all_columns
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
                "workload", "bucketing", "mark_dynamic", "scope"]
@@ -46,8 +47,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     the sweep's self-check (`drift`): `baseline_drift_pct`, `eager_trial_speedup` and the reported
     interval `speedup_low` / `speedup_high`.
     """
-    missing = [name for name in COLUMN_NAMES if name not in df.columns]
-    out = pd.concat([df, pd.DataFrame(None, index=df.index, columns=missing, dtype="object")], axis=1).copy()
+    out = with_all_columns(df).copy()
     for name in _NUMERIC:
         out[name] = pd.to_numeric(out[name], errors="coerce").astype("float64")
     for name in _TEXT:

@@ -105,7 +105,12 @@ def _read_one(path: Path) -> pd.DataFrame:
     if missing_id:
         raise ResultsError(f"{path}: not a sweeper results file (no {', '.join(sorted(missing_id))} column)")
     df = table.to_pandas()
-    missing = [name for name in COLUMN_NAMES if name not in df.columns]  # older files lack newer columns
+    return with_all_columns(df)  # older files lack newer columns
+
+
+def with_all_columns(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` with every schema column, those it lacks added as nulls in one step (no fragmented frame)."""
+    missing = [name for name in COLUMN_NAMES if name not in df.columns]
     return pd.concat([df, pd.DataFrame(None, index=df.index, columns=missing, dtype="object")], axis=1)
 
 
