@@ -28,10 +28,23 @@ def test_calibrate_meets_time_and_iteration_floors():
     calls = []
     fn = lambda: calls.append(sum(range(20000)))  # noqa: E731
     iters = calibrate(fn, torch.device("cpu"), warmup_iters=3, min_iters=4, min_window_s=0.05)
-    assert len(calls) == 3 and iters >= 4
+    assert len(calls) == 3 + 4 and iters >= 4  # the warm-up, then the timed probe
     stats = run_windows(fn, torch.device("cpu"), windows=5, iters=iters)
     assert len(stats.window_s) == 5 and len(stats.iter_s) == 5 * iters
     assert min(stats.window_s) >= 0.02  # the time floor, loosely (calibrated from warm-up)
+
+
+def test_calibrate_ignores_the_warm_ups_one_off_cost():
+    """A first call ten times slower than the rest (cuDNN autotuning, optimizer state) must not
+    shorten the windows: calibrated from the warm-up it would give 2 calls of 5 ms (10 ms)."""
+    calls = []
+
+    def fn():
+        time.sleep(0.3 if not calls else 0.005)
+        calls.append(1)
+
+    iters = calibrate(fn, torch.device("cpu"), warmup_iters=3, min_iters=2, min_window_s=0.05)
+    assert iters >= 5
 
 
 class _Host:

@@ -56,9 +56,14 @@ class WindowStats:
 
 def calibrate(fn: Callable[[], object], device: torch.device, warmup_iters: int,
               min_iters: int, min_window_s: float) -> int:
-    """Run the warm-up; return iterations per window meeting both floors."""
-    elapsed, _ = timed_call(lambda: [fn() for _ in range(warmup_iters)], device)
-    per_iter = max(elapsed / warmup_iters, 1e-7)
+    """Run the warm-up, then time `min_iters` warmed-up calls; return iterations per window
+    meeting both floors. The warm-up itself is not the yardstick: its first calls carry one-off
+    costs (cuDNN autotuning, allocator growth, a training step's optimizer state), which would
+    make every window shorter than `min_window_s`."""
+    timed_call(lambda: [fn() for _ in range(warmup_iters)], device)
+    probe_iters = max(1, min_iters)
+    elapsed, _ = timed_call(lambda: [fn() for _ in range(probe_iters)], device)
+    per_iter = max(elapsed / probe_iters, 1e-7)
     return max(min_iters, math.ceil(min_window_s / per_iter))
 
 
