@@ -42,3 +42,21 @@ def test_a_short_replay_of_the_h200_smoke_sweep():
         for c in curves:
             assert np.all(np.diff(c) >= -1e-12) and len(c) == 48, algorithm  # every trial, once
             assert c[-1] == pytest.approx(1.0)  # the whole table holds the whole front
+
+
+def test_search_front_compares_a_search_with_its_grid(tmp_path):
+    import search_front
+
+    grid = REPO / "experiments" / "results" / "h200" / "gpu_smoke"
+    spec = REPO / "experiments" / "search" / "search.yaml"
+    rows = pd.read_parquet(grid / "results.parquet")
+    fastest = rows.loc[rows.throughput_items_s.idxmax(), "trial_id"]  # on any front with throughput max
+    for name, part in (("all", rows), ("without_fastest", rows[rows.trial_id != fastest])):
+        (tmp_path / name).mkdir()
+        part.to_parquet(tmp_path / name / "results.parquet")
+    whole = "\n".join(search_front.compare(spec, tmp_path / "all", grid, seeds=1))
+    assert "**100.0%** of the grid front's hypervolume" in whole and "| no |" not in whole
+    lines = search_front.compare(spec, tmp_path / "without_fastest", grid, seeds=1)
+    share = float(lines[2].split("**")[1].rstrip("%"))
+    assert 0 < share < 100
+    assert sum(line.endswith("| no |") for line in lines) == 1

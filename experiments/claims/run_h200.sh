@@ -25,8 +25,11 @@ for i in "${!pids[@]}"; do wait "${pids[$i]}"; echo "sweep $i exit=$?" >>"$out/w
 stamp sweeps 0 "$t0"
 ray stop --force >>"$out/ray.log" 2>&1
 t0=$(date +%s)
-python3 benchmarks/util_overhead.py experiments/claims/train.yaml --setting vit_tiny:eager:bf16 \
-  --setting resnet18:eager:fp32 --out "$out/util_overhead.json" >"$out/util_overhead.log" 2>&1
+# a GPU-bound eager step, a CUDA-graph replay, and a launch-bound eager step (CPU-bound: the one
+# the sampler's thread could slow, and the one that jitters most on its own)
+python3 benchmarks/util_overhead.py experiments/claims/train.yaml --setting resnet18:eager:fp32 \
+  --setting vit_tiny:reduce-overhead:bf16 --setting vit_tiny:eager:bf16 --windows 30 \
+  --out "$out/util_overhead.json" >"$out/util_overhead.log" 2>&1
 stamp util_overhead $? "$t0"
 python3 -m sweeper report "$out" -o "$out/report.html" >>"$out/report.log" 2>&1
 python3 benchmarks/claims.py "$out" --write
