@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from sweeper.measure import gpu_util
+from sweeper.measure import gpu_lock, gpu_util
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
@@ -127,9 +127,10 @@ def measure_eager(ctx: Context) -> WindowStats:
     wb, mem = ctx.wb, ctx.tracker()
     mem.reset()
     try:
-        iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
-        arm, watch = ctx.arm(wb.model, iters)
-        stats = run_interleaved([arm], ctx.feed.windows)[0]
+        with gpu_lock.timed():
+            iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
+            arm, watch = ctx.arm(wb.model, iters)
+            stats = run_interleaved([arm], ctx.feed.windows)[0]
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
         raise classify(e, "run") from e
     ctx.row.update(_timing_row(ctx, "eager_", stats), **watch.util.as_row("eager_"), eager_peak_mem_gib=mem.peak_gib())
@@ -184,7 +185,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
     health = Health()
     try:
         with watch_compiles() as health:
-            with compiling():
+            with compiling(), gpu_lock.compiling(wb.trial.mode):
                 try:
                     verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem, ctx.need)
                 except Exception as e:  # noqa: BLE001
@@ -192,7 +193,8 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
             row.update(verdict.as_row())
             ctx.emit(row)
             try:
-                stats, eager, steady_peak = _steady_vs_eager(ctx, compiled, eager.iters_per_window, mem)
+                with gpu_lock.timed():
+                    stats, eager, steady_peak = _steady_vs_eager(ctx, compiled, eager.iters_per_window, mem)
             except Exception as e:  # noqa: BLE001
                 raise classify(e, "run") from e
     finally:
@@ -240,14 +242,15 @@ def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:
     """Compile again in this (new) process, whose inductor cache the cold run filled. A stream
     times the compile of its first batch's shape."""
     compiled = compile_model(wb)
-    with compiling():
+    with compiling(), gpu_lock.compiling(wb.trial.mode):
         try:
             first, _ = timed_call(lambda: wb.first(compiled), wb.device)
         except Exception as e:  # noqa: BLE001
             raise classify(e, "compile") from e
     m = wb.trial.measure
-    iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
-    stats = run_windows(lambda: wb.step(compiled), wb.device, 5, iters)
+    with gpu_lock.timed():
+        iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
+        stats = run_windows(lambda: wb.step(compiled), wb.device, 5, iters)
     row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - stats.median_iter_s))
 
 

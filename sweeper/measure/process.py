@@ -24,7 +24,7 @@ import psutil
 import torch
 
 from sweeper import envinfo
-from sweeper.measure import SPAWN_TIME_ENV, megacache
+from sweeper.measure import SPAWN_TIME_ENV, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.regions import scope_row
@@ -40,8 +40,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     """Measure the payload's trial into a row, loading and saving a Mega-Cache artifact if asked."""
     trial = Trial.from_dict(payload["trial"])
     device = torch.device(payload.get("device", "cpu"))
-    row: dict[str, Any] = {"status": "running", "error": None,
-                           "started_at": datetime.now(UTC).isoformat(),
+    row: dict[str, Any] = {"status": "running", "error": None, "started_at": datetime.now(UTC).isoformat(),
                            "matmul_precision": trial.measure.matmul_precision, **_cpus()}
     if trial.workload is not None:
         row.update(trial.stream_columns())  # written first, so even a crashed row has them
@@ -56,7 +55,8 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     mark("imports")
     emit(row)
     try:
-        row.update(envinfo.device_info(device.type))  # on CUDA, initializes the runtime
+        row.update(envinfo.device_info(device.type), trials_per_gpu=payload.get("trials_per_gpu", 1))
+        gpu_lock.use(gpu_lock.key_for(device, row["trials_per_gpu"]))  # after CUDA's start: it reads the GPU's UUID
         mark("env")
         wb = build_workbench(trial, device, mark)
         row.update(scope_row(trial, wb.model), setup_s=time.time() - started)
@@ -72,9 +72,15 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     except Exception as e:  # noqa: BLE001 - building the model or its inputs failed
         failed = classify(e, "run")
         row.update(status=failed.status, error=failed.error)
-    row["finished_at"] = datetime.now(UTC).isoformat()
+    row.update(_shared_gpu_row(), finished_at=datetime.now(UTC).isoformat())
     emit(row)
     return row
+
+
+def _shared_gpu_row() -> dict[str, Any]:
+    """The lock's wait and hold; on a shared GPU the device's memory in use counts the neighbour's."""
+    lock = gpu_lock.current()
+    return {**lock.as_row(), **({"device_mem_used_gib": None} if lock.key is not None else {})}
 
 
 def _inaccurate_text(row: dict[str, Any]) -> str:

@@ -96,7 +96,7 @@ COLUMNS: list[Column] = [
     Column("peak_reserved_gib", FLOAT, "Peak reserved (cached) CUDA memory over the whole compiled run; null on CPU."),
     Column("mem_need_reserved_gib", FLOAT, "What the caching allocator took over the whole trial (eager, compile, autotune, CUDA-graph pools, steady; the accuracy check's references and comparisons left out): the memory a setting needs, as torch.cuda.set_per_process_memory_fraction caps it. Null on CPU."),
     Column("compiled_need_reserved_gib", FLOAT, "The same in the warm-compile process, which runs the compiled setting alone (compile from the trial's cache, warm-up, a few windows; no eager model, no accuracy check): what a deployment of this setting needs, a cold compile's own extra (autotuning) aside. Null on CPU or without warm_compile."),
-    Column("device_mem_used_gib", FLOAT, "Device memory in use (all of the GPU's, CUDA context and loaded kernels included) at its highest phase end: with one trial per GPU, what the trial's process occupied. Null on CPU."),
+    Column("device_mem_used_gib", FLOAT, "Device memory in use (all of the GPU's, CUDA context and loaded kernels included) at its highest phase end: with one trial per GPU, what the trial's process occupied. Null on CPU and when trials share the GPU."),
     # eager baseline (same process, model, inputs)
     Column("eager_throughput_items_s", FLOAT, "Eager throughput of the same model/phase/precision/batch, same process, windows alternating with the compiled ones."),
     Column("eager_latency_p50_ms", FLOAT, "Eager per-iteration latency p50."),
@@ -119,6 +119,9 @@ COLUMNS: list[Column] = [
     Column("eager_epoch_s", FLOAT, "Seconds per epoch of epoch_items at the eager throughput (alternated windows)."),
     Column("cpu_affinity", STR, "CPUs the measuring process could run on, e.g. 0-15: the trial's own share when pinned."),
     Column("cpu_count", INT, "Number of those CPUs."),
+    Column("trials_per_gpu", INT, "Trials sharing the trial's GPU (resources.trials_per_gpu); above 1 their warm-ups and timed windows took turns under a per-GPU lock."),
+    Column("gpu_lock_wait_s", FLOAT, "Seconds the trial's (cold) measuring process waited for its GPU's lock while a neighbour timed; the warm processes' waits are inside their phases. Null when the GPU was its own."),
+    Column("gpu_lock_held_s", FLOAT, "Seconds that process held the lock (its warm-ups, timed windows, an autotuning compile). Null when the GPU was its own."),
     Column("cpus_pinned", BOOL, "The trial held its own slot of whole physical cores (its processes and compile workers ran there only)."),
     # compile health
     Column("graphs", INT, "Unique graphs dynamo captured."),

@@ -169,13 +169,13 @@ def _trial_name(trial: Any) -> str:
 
 def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
     """CPUs each trial holds, and whether its processes are pinned to them. By default on GPUs:
-    each GPU's equal share of its node's CPUs (the smallest share over the GPU nodes)."""
+    each trial's equal share of its node's CPUs by GPU share (the smallest over the GPU nodes)."""
     r = spec.resources
     if r.cpus_per_trial is not None:
         return r.cpus_per_trial, True
     if device != "cuda":
         return 1, False
-    shares = [int(n["Resources"]["CPU"] * r.gpus_per_trial // n["Resources"]["GPU"])
+    shares = [int(n["Resources"]["CPU"] * spec.resources.gpu_share // n["Resources"]["GPU"])
               for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU") and n["Resources"].get("CPU")]
     return max(1, min(shares, default=1)), True
 
@@ -218,12 +218,13 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
                               known)
 
 
-def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, process_start: str) -> dict[str, Any]:
+def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, spec: SweepSpec) -> dict[str, Any]:
     """What each trial's worker gets. torch reads TORCH_TRACE when imported, so a traced trial
     starts its measuring processes as new interpreters."""
-    import_path = user_import_path()  # where the driver found the spec's factories
+    import_path, r = user_import_path(), spec.resources  # where the driver found the spec's factories
     return {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path, "pin_cpus": pin_cpus,
-                         "process_start": "subprocess" if t.measure.trace else process_start} for t in trials}
+                         "trials_per_gpu": r.trials_per_gpu if device == "cuda" else 1,
+                         "process_start": "subprocess" if t.measure.trace else r.process_start} for t in trials}
 
 
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
@@ -235,9 +236,9 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     isolate.run_trial in the workers."""
     r = state.spec.resources
     cpus, pinned = cpus_per_trial(state.spec, device)
-    resources = {"cpu": cpus, "gpu": r.gpus_per_trial if device == "cuda" else 0}
+    resources = {"cpu": cpus, "gpu": r.gpu_share if device == "cuda" else 0}
     concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)  # CPU trials: one at a time
-    gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpus_per_trial) if device == "cuda" else 1
+    gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpu_share) if device == "cuda" else 1
     searcher = _settings(state, trials)
     planned = len(searcher.first) + searcher.budget
     progress = Progress(total=planned, slots=concurrent or max(1, gpus), kinds={t.trial_id: kind(t) for t in trials})
@@ -245,7 +246,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     _tensorboardx_without_torch()
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
     client = ray.util.client.ray.is_connected()
-    payloads = _payloads(trials, device, cpus if pinned else None, r.process_start)
+    payloads = _payloads(trials, device, cpus if pinned else None, state.spec)
     with _sink(state, client) as sink:
         trainable = tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries, measure=_measure,
                                          sink=sink)

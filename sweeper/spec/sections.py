@@ -214,6 +214,10 @@ class Resources(Strict):
     """CPUs each trial holds, pinned (whole physical cores, its own on the host): its measuring
     processes and compile workers run there only. None: on GPUs, each GPU's equal share of its
     node's CPUs; on CPU, 1 CPU for Ray's scheduling and no pinning."""
+    trials_per_gpu: Annotated[int, Field(ge=1, le=4)] = 1
+    """Above 1, that many trials share each GPU (each asks Ray for 1/N of one): one compiles (CPU
+    work, on its own CPUs) while another times. Their warm-ups and timed windows never overlap:
+    a per-GPU lock serializes them (rows: `gpu_lock_wait_s`); an autotuning compile holds it too."""
     max_concurrent_trials: PositiveInt | None = None
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
@@ -229,4 +233,18 @@ class Resources(Strict):
             raise ValueError(f"above 1 it must be a whole number of GPUs (got {v:g})")
         if v != 1 and info.data.get("device") == "cpu":
             raise ValueError(f"{v:g} GPUs per trial contradicts device 'cpu' (use device 'cuda' or 'auto')")
+        return v
+
+    @property
+    def gpu_share(self) -> float:
+        """GPUs a trial asks Ray for: gpus_per_trial, or 1/N of one when N trials share each GPU."""
+        return self.gpus_per_trial / self.trials_per_gpu
+
+    @field_validator("trials_per_gpu")
+    @classmethod
+    def _shared(cls, v: int, info: ValidationInfo) -> int:
+        if v > 1 and info.data.get("device") == "cpu":
+            raise ValueError(f"{v} trials per GPU contradicts device 'cpu' (CPU trials run one at a time)")
+        if v > 1 and info.data.get("gpus_per_trial", 1.0) != 1:
+            raise ValueError(f"{v} trials per GPU needs gpus_per_trial 1 (got {info.data['gpus_per_trial']:g})")
         return v
