@@ -22,7 +22,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sweeper.analysis.frames import fmt_num, is_missing  # noqa: E402
+from sweeper.analysis.frames import fmt_num, is_missing, prepare  # noqa: E402
+from sweeper.analysis.ranking import DRIFT_LIMIT_PCT  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
 
 RESULTS = REPO / "experiments" / "results" / "h200" / "claims"
@@ -39,8 +40,9 @@ PENDING = "_No rows yet: run `experiments/claims/run_h200.sh` on a GPU host, the
 
 
 def load(results_dir: Path = RESULTS) -> pd.DataFrame | None:
+    """The study's rows with the sweep's self-check: each speedup's reported interval and drift."""
     files = sorted(results_dir.rglob("results.parquet")) if results_dir.is_dir() else []
-    return read_results(files) if files else None
+    return prepare(read_results(files)) if files else None
 
 
 def _f(value: object, digits: int = 3) -> str:
@@ -57,10 +59,14 @@ def _step_ms(row: pd.Series, prefix: str = "") -> float | None:
 
 
 def _speedup(row: pd.Series) -> str:
+    """The speedup with its reported interval (what the report and recommend use), and "drifted"
+    where the in-trial eager baseline moved past the limit from the eager trial of its context."""
     if is_missing(row.get("speedup_vs_eager")):
         return "-"
-    ci = "" if is_missing(row.get("speedup_ci_low")) else f" [{row['speedup_ci_low']:.2f}-{row['speedup_ci_high']:.2f}]"
-    return f"{row['speedup_vs_eager']:.2f}x{ci}"
+    ci = "" if is_missing(row.get("speedup_low")) else f" [{row['speedup_low']:.2f}-{row['speedup_high']:.2f}]"
+    drift = row.get("baseline_drift_pct")
+    flag = " drifted" if not is_missing(drift) and abs(drift) > DRIFT_LIMIT_PCT else ""
+    return f"{row['speedup_vs_eager']:.2f}x{ci}{flag}"
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
@@ -86,7 +92,7 @@ def epoch_table(df: pd.DataFrame) -> str:
                          _f(best["eager_epoch_s"]), best["mode"], _f(best["epoch_s"]),
                          _f(best["epoch_s_with_compile"]), _speedup(best), f"{ratio:.2f}", _f(best["epoch_items"], 6)])
     header = ["claim", "published s/epoch (speedup)", "precision", "H200 eager s/epoch", "fastest mode",
-              "s/epoch", "s/epoch incl. compile", "speedup [95% CI]", "measured / published speedup", "epoch items"]
+              "s/epoch", "s/epoch incl. compile", "speedup [interval]", "measured / published speedup", "epoch items"]
     return _table(header, rows)
 
 
@@ -104,7 +110,7 @@ def settings_table(df: pd.DataFrame) -> str:
         rows.append([r["model"], r["precision"], r["mode"], r["status"], _f(_step_ms(r, "eager_")), _f(_step_ms(r)),
                      _speedup(r), _f(r["compile_s"]), _f(r["epoch_s"]), _f(r["epoch_s_with_compile"]),
                      util, mem, power, health, "" if is_missing(note) else str(note).splitlines()[0][:120]])
-    header = ["model", "precision", "mode", "status", "eager ms/step", "ms/step", "speedup [95% CI]", "compile s",
+    header = ["model", "precision", "mode", "status", "eager ms/step", "ms/step", "speedup [interval]", "compile s",
               "s/epoch", "s/epoch incl. compile", "SM util % (eager -> this)", "mem-bus util %", "power W",
               "graphs / breaks", "notes"]
     return _table(header, rows)
