@@ -1,5 +1,5 @@
-"""Several trials on one GPU: the per-GPU lock that their warm-ups and timed windows take turns
-under, held across real processes, and the spec and Ray resources that turn it on."""
+"""Several trials on one GPU: the per-GPU lock a sharing measuring process holds for everything
+but its compiles, across real processes, and the spec and Ray resources that turn it on."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 import pytest
 
@@ -21,92 +20,107 @@ from sweeper.spec.trials import expand
 from conftest import tiny_spec
 
 
-def _holder(lock_dir, key: str, seconds: float) -> subprocess.Popen:
-    """Another process (a neighbour trial) holding the GPU's lock for `seconds`; returns once it holds it."""
-    code = textwrap.dedent(f"""
-        import sys, time
-        from pathlib import Path
-        from sweeper.measure.gpu_lock import GpuLock
-        with GpuLock({key!r}, Path({str(lock_dir)!r})).held():
+class _Neighbour:
+    """Another process (a neighbour trial) that takes the GPU's lock and holds it for `seconds`."""
+
+    def __init__(self, lock_dir, key: str, seconds: float):
+        code = textwrap.dedent(f"""
+            import time
+            from pathlib import Path
+            from sweeper.measure.gpu_lock import GpuLock
+            lock = GpuLock({key!r}, Path({str(lock_dir)!r}))
+            lock.acquire()
             print("held", flush=True)
             time.sleep({seconds})
-    """)
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
+        """)
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        self._held = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        if self.proc.stdout.readline().strip() == "held":
+            self._held.set()
+
+    def holds_within(self, seconds: float) -> bool:
+        return self._held.wait(seconds)
+
+    def wait(self) -> None:
+        self.proc.wait()
+
+
+def _holder(lock_dir, key: str, seconds: float, wait: bool = True) -> _Neighbour:
+    """A neighbour holding the lock; returns once it holds it (with `wait`), else at once."""
+    neighbour = _Neighbour(lock_dir, key, seconds)
+    if wait:
+        assert neighbour.holds_within(60)
+    return neighbour
 
 
 @pytest.fixture
-def shared(tmp_path):
+def lock_dir(tmp_path):
     yield tmp_path
-    gpu_lock.use(None)  # later tests in this process get a GPU of their own again
+    gpu_lock.hold(None)  # later tests in this process get a GPU of their own again
 
 
-def test_timed_work_waits_while_a_neighbour_holds_the_gpu(shared):
-    lock = gpu_lock.use("GPU-test", shared)
-    neighbour = _holder(shared, "GPU-test", 1.0)
-    with gpu_lock.timed():
-        with gpu_lock.timed():  # re-entrant: a warm-up inside a timed block takes nothing more
-            pass
+def test_a_sharing_process_waits_for_the_gpu_then_holds_it(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", 1.0)
+    lock = gpu_lock.hold("GPU-test", lock_dir)
     neighbour.wait()
-    assert lock.waited_s >= 0.7 and lock.held_s >= 0.0
-    assert lock.as_row()["gpu_lock_wait_s"] == lock.waited_s
+    assert lock.holding and lock.waited_s >= 0.7
+    other = _holder(lock_dir, "GPU-test", 0.0, wait=False)
+    assert not other.holds_within(0.5)  # held: a neighbour's work waits
+    lock.release()
+    assert other.holds_within(5.0)
+    other.wait()
+    assert lock.as_row()["gpu_lock_wait_s"] == lock.waited_s and lock.held_s >= 0.5
 
 
-def test_only_an_autotuning_compile_takes_the_lock(shared):
-    gpu_lock.use("GPU-test", shared)
-    neighbour = _holder(shared, "GPU-test", 1.5)
-    t0 = time.monotonic()
-    with gpu_lock.compiling("default"), gpu_lock.compiling("reduce-overhead"):
-        assert time.monotonic() - t0 < 0.5  # compiles on the CPU while the neighbour times
-    entered = threading.Event()
-
-    def autotune() -> None:
-        with gpu_lock.compiling("max-autotune"):
-            entered.set()
-
-    thread = threading.Thread(target=autotune)
-    thread.start()
-    assert not entered.wait(0.5)  # benchmarks kernels on the GPU: waits for the neighbour
+def test_the_gpu_is_free_while_compiling_unless_the_compile_autotunes(lock_dir):
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    with gpu_lock.compiling("default"):
+        neighbour = _holder(lock_dir, "GPU-test", 1.0, wait=False)
+        assert neighbour.holds_within(5.0)  # it times on the GPU while this process compiles
     neighbour.wait()
-    thread.join(5)
-    assert entered.is_set()
+    assert lock.holding and lock.waited_s >= 0.7  # after the compile, waited for the neighbour
+    with gpu_lock.compiling("max-autotune"):  # benchmarks kernels on the GPU: keeps it
+        other = _holder(lock_dir, "GPU-test", 0.0, wait=False)
+        assert not other.holds_within(0.5)
+    lock.release()
+    assert other.holds_within(5.0)
+    other.wait()
 
 
-def test_a_dead_holders_lock_is_free_at_once(shared):
-    neighbour = _holder(shared, "GPU-test", 60)
-    os.kill(neighbour.pid, signal.SIGKILL)
+def test_a_dead_holders_lock_is_free_at_once(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", 60)
+    os.kill(neighbour.proc.pid, signal.SIGKILL)
     neighbour.wait()
-    lock = gpu_lock.use("GPU-test", shared)
-    with gpu_lock.timed():
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    assert lock.holding and lock.waited_s < 1.0
+
+
+def test_a_gpu_of_its_own_waits_for_nothing_and_says_so(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", 30.0)
+    lock = gpu_lock.hold(None, lock_dir)
+    with gpu_lock.compiling("default"), gpu_lock.compiling("max-autotune"):
         pass
-    assert lock.waited_s < 1.0
-
-
-def test_a_gpu_of_its_own_waits_for_nothing_and_says_so(shared):
-    neighbour = _holder(shared, "GPU-test", 2.0)
-    lock = gpu_lock.use(None, shared)
-    t0 = time.monotonic()
-    with gpu_lock.timed(), gpu_lock.compiling("max-autotune"):
-        pass
-    assert time.monotonic() - t0 < 0.5
-    assert lock.as_row() == {"gpu_lock_wait_s": None, "gpu_lock_held_s": None}
-    neighbour.kill()
+    assert not lock.holding and lock.as_row() == {"gpu_lock_wait_s": None, "gpu_lock_held_s": None}
+    neighbour.proc.kill()
     neighbour.wait()
 
 
-def test_a_sharing_trials_row_records_its_wait_and_drops_the_devices_memory_figure(shared, tmp_path, monkeypatch):
-    """A measuring process that shares its GPU waits for its neighbour before its eager windows.
+def test_a_sharing_trials_row_records_its_wait(lock_dir, tmp_path, monkeypatch):
+    """A measuring process that shares its GPU waits for its neighbour before it builds its model.
     (No CUDA here: the CPU stands in for the GPU, under the name a shared GPU's lock would have;
     on CUDA the device's figure of memory in use is dropped, since it counts the neighbour's.)"""
-    monkeypatch.setattr(gpu_lock, "LOCK_DIR", shared)
+    monkeypatch.setattr(gpu_lock, "LOCK_DIR", lock_dir)
     monkeypatch.setattr(gpu_lock, "key_for", lambda device, n: "GPU-test" if n > 1 else None)
     eager = next(t for t in expand(parse_spec(tiny_spec(axes={"mode": ["eager"]})))[0])
-    neighbour = _holder(shared, "GPU-test", 6.0)  # longer than building the tiny model takes
+    neighbour = _holder(lock_dir, "GPU-test", 1.5)
     row = measure.run({"trial": eager.to_dict(), "device": "cpu", "trials_per_gpu": 2}, tmp_path / "row.json")
     neighbour.wait()
     assert row["status"] == "ok", row["error"]
     assert row["trials_per_gpu"] == 2 and row["gpu_lock_wait_s"] >= 1.0 and row["gpu_lock_held_s"] > 0
+    assert not gpu_lock.current().holding  # let go when the row is written
     alone = measure.run({"trial": eager.to_dict(), "device": "cpu"}, tmp_path / "alone.json")
     assert alone["trials_per_gpu"] == 1 and alone["gpu_lock_wait_s"] is None
 

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from sweeper.measure import accuracy, streams
+from sweeper.measure import accuracy, gpu_lock, streams
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.streams import Stream
 from sweeper.measure.timing import Window, WindowStats, calibrate, fixed_window, timed_call
@@ -72,7 +72,8 @@ class FixedBatch:
         """The compiling call (row gets first_call_s), then the accuracy check; returns the verdict
         and the peak memory of the call, the check's own memory left out (of the need too). The
         references stay on the host; the check brings them to the device a chunk at a time."""
-        secs, got = timed_call(lambda: self.wb.first(compiled), self.wb.device)
+        with gpu_lock.compiling(self.wb.trial.mode):
+            secs, got = timed_call(lambda: self.wb.first(compiled), self.wb.device)
         row["first_call_s"] = secs
         peak = mem.peak_gib()
         with need.excluded():
@@ -159,7 +160,8 @@ class BatchStream:
                     verdicts.append(self._check(sb, out))
                 mem.reset()
 
-        self.first_pass[""] = self._pass(compiled, after)
+        with gpu_lock.compiling(self.wb.trial.mode):  # the pass compiles each new shape (and checks it)
+            self.first_pass[""] = self._pass(compiled, after)
         row.update(first_call_s=self.first_pass[""][0], stream_s=sum(self.first_pass[""]),
                    accuracy_shapes=len(seen))
         return accuracy.worst(verdicts), max(peak, mem.peak_gib())

@@ -1,13 +1,13 @@
-"""Several trials on one GPU (`resources.trials_per_gpu`): a per-GPU lock around timed work.
+"""Several trials on one GPU (`resources.trials_per_gpu`): the GPU's lock, held but for compiles.
 
 While one trial compiles (CPU work, on its own CPUs) another may time on the same GPU, but two
-trials' warm-ups and timed windows must never overlap: each would slow the other's kernels. So a
+trials must never run their GPU work at once, above all not into each other's timed windows. So a
 measuring process that shares its GPU holds this lock, an `flock` on a per-host file named by the
-GPU's UUID, for its warm-ups and timed windows, and for an autotuning compile (which benchmarks
-kernels on the GPU). The compiling call itself and its accuracy check run unlocked: milliseconds
-of GPU work that may land in a neighbour's window, whose interval then shows it. The kernel
-releases a dead holder's lock. A process that does not share its GPU holds nothing and waits
-for nothing.
+GPU's UUID, from the start of its work to its end, and lets go of it only while it compiles: the
+compiling call (dynamo and inductor on the CPU; its first execution, a few milliseconds of GPU
+work, may land in a neighbour's window) and nothing else. An autotuning compile benchmarks kernels
+on the GPU, so it keeps the lock. The kernel releases a dead holder's lock. A process that does
+not share its GPU holds nothing and waits for nothing.
 """
 
 from __future__ import annotations
@@ -25,40 +25,50 @@ import torch
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "sweeper-gpu-locks"
 AUTOTUNING_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
-"""Modes whose compile benchmarks candidate kernels on the GPU: their compile holds the lock."""
+"""Modes whose compile benchmarks candidate kernels on the GPU: they compile holding the lock."""
 
 
 class GpuLock:
-    """This process's hold on its GPU's lock (a no-op when `key` is None). Re-entrant."""
+    """This process's hold on its GPU's lock; every method is a no-op when `key` is None."""
 
     def __init__(self, key: str | None, lock_dir: Path | None = None):
         self.key, self.lock_dir = key, lock_dir or LOCK_DIR
-        self.waited_s, self.held_s, self._depth = 0.0, 0.0, 0
+        self.waited_s, self.held_s = 0.0, 0.0
+        self._fd: int | None = None
+        self._since = 0.0
 
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        if self.key is None or self._depth:
-            self._depth += 1
-            try:
-                yield
-            finally:
-                self._depth -= 1
+    @property
+    def holding(self) -> bool:
+        return self._fd is not None
+
+    def acquire(self) -> None:
+        """Wait for the GPU, then hold it (until `release`, or this process's end)."""
+        if self.key is None or self._fd is not None:
             return
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_dir / f"{self.key}.lock", os.O_CREAT | os.O_RDWR, 0o666)
         t0 = time.monotonic()
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self._fd, self._since = fd, time.monotonic()
+        self.waited_s += self._since - t0
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        self.held_s += time.monotonic() - self._since
+        os.close(self._fd)  # releases the lock
+        self._fd = None
+
+    @contextlib.contextmanager
+    def released(self) -> Iterator[None]:
+        """Let go of the GPU for the block (if held), then wait for it again."""
+        held = self.holding
+        self.release()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            t1 = time.monotonic()
-            self.waited_s += t1 - t0
-            self._depth = 1
-            try:
-                yield
-            finally:
-                self._depth = 0
-                self.held_s += time.monotonic() - t1
+            yield
         finally:
-            os.close(fd)  # releases the lock
+            if held:
+                self.acquire()
 
     def as_row(self) -> dict[str, Any]:
         shared = self.key is not None
@@ -76,21 +86,18 @@ def key_for(device: torch.device, trials_per_gpu: int) -> str | None:
     return f"GPU-{str(torch.cuda.get_device_properties(device).uuid).removeprefix('GPU-')}"
 
 
-def use(key: str | None, lock_dir: Path | None = None) -> GpuLock:
-    """Make `key`'s lock this process's (None: a GPU of its own); returns it."""
+def hold(key: str | None, lock_dir: Path | None = None) -> GpuLock:
+    """This process's lock from now on (None: a GPU of its own), held once it is free."""
     global _CURRENT
+    _CURRENT.release()
     _CURRENT = GpuLock(key, lock_dir)
+    _CURRENT.acquire()
     return _CURRENT
 
 
-def timed() -> contextlib.AbstractContextManager[None]:
-    """Hold this process's GPU lock for warm-ups and timed windows."""
-    return _CURRENT.held()
-
-
 def compiling(mode: str) -> contextlib.AbstractContextManager[None]:
-    """Hold it for a compile too when the mode autotunes on the GPU."""
-    return _CURRENT.held() if mode in AUTOTUNING_MODES else contextlib.nullcontext()
+    """Around a compiling call: the GPU is free for a neighbour meanwhile, unless the mode autotunes."""
+    return contextlib.nullcontext() if mode in AUTOTUNING_MODES else _CURRENT.released()
 
 
 def current() -> GpuLock:

@@ -127,10 +127,9 @@ def measure_eager(ctx: Context) -> WindowStats:
     wb, mem = ctx.wb, ctx.tracker()
     mem.reset()
     try:
-        with gpu_lock.timed():
-            iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
-            arm, watch = ctx.arm(wb.model, iters)
-            stats = run_interleaved([arm], ctx.feed.windows)[0]
+        iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
+        arm, watch = ctx.arm(wb.model, iters)
+        stats = run_interleaved([arm], ctx.feed.windows)[0]
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
         raise classify(e, "run") from e
     ctx.row.update(_timing_row(ctx, "eager_", stats), **watch.util.as_row("eager_"), eager_peak_mem_gib=mem.peak_gib())
@@ -185,7 +184,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
     health = Health()
     try:
         with watch_compiles() as health:
-            with compiling(), gpu_lock.compiling(wb.trial.mode):
+            with compiling():
                 try:
                     verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem, ctx.need)
                 except Exception as e:  # noqa: BLE001
@@ -193,8 +192,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
             row.update(verdict.as_row())
             ctx.emit(row)
             try:
-                with gpu_lock.timed():
-                    stats, eager, steady_peak = _steady_vs_eager(ctx, compiled, eager.iters_per_window, mem)
+                stats, eager, steady_peak = _steady_vs_eager(ctx, compiled, eager.iters_per_window, mem)
             except Exception as e:  # noqa: BLE001
                 raise classify(e, "run") from e
     finally:
@@ -248,9 +246,8 @@ def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:
         except Exception as e:  # noqa: BLE001
             raise classify(e, "compile") from e
     m = wb.trial.measure
-    with gpu_lock.timed():
-        iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
-        stats = run_windows(lambda: wb.step(compiled), wb.device, 5, iters)
+    iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
+    stats = run_windows(lambda: wb.step(compiled), wb.device, 5, iters)
     row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - stats.median_iter_s))
 
 

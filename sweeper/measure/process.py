@@ -56,7 +56,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     emit(row)
     try:
         row.update(envinfo.device_info(device.type), trials_per_gpu=payload.get("trials_per_gpu", 1))
-        gpu_lock.use(gpu_lock.key_for(device, row["trials_per_gpu"]))  # after CUDA's start: it reads the GPU's UUID
+        gpu_lock.hold(gpu_lock.key_for(device, row["trials_per_gpu"]))  # after CUDA's start: it reads the GPU's UUID
         mark("env")
         wb = build_workbench(trial, device, mark)
         row.update(scope_row(trial, wb.model), setup_s=time.time() - started)
@@ -78,8 +78,10 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
 
 
 def _shared_gpu_row() -> dict[str, Any]:
-    """The lock's wait and hold; on a shared GPU the device's memory in use counts the neighbour's."""
+    """The GPU's lock let go, its wait and hold; on a shared GPU the device's memory in use counts
+    the neighbour's."""
     lock = gpu_lock.current()
+    lock.release()  # the row is measured: the neighbour may have the GPU
     return {**lock.as_row(), **({"device_mem_used_gib": None} if lock.key is not None else {})}
 
 

@@ -119,9 +119,9 @@ COLUMNS: list[Column] = [
     Column("eager_epoch_s", FLOAT, "Seconds per epoch of epoch_items at the eager throughput (alternated windows)."),
     Column("cpu_affinity", STR, "CPUs the measuring process could run on, e.g. 0-15: the trial's own share when pinned."),
     Column("cpu_count", INT, "Number of those CPUs."),
-    Column("trials_per_gpu", INT, "Trials sharing the trial's GPU (resources.trials_per_gpu); above 1 their warm-ups and timed windows took turns under a per-GPU lock."),
-    Column("gpu_lock_wait_s", FLOAT, "Seconds the trial's (cold) measuring process waited for its GPU's lock while a neighbour timed; the warm processes' waits are inside their phases. Null when the GPU was its own."),
-    Column("gpu_lock_held_s", FLOAT, "Seconds that process held the lock (its warm-ups, timed windows, an autotuning compile). Null when the GPU was its own."),
+    Column("trials_per_gpu", INT, "Trials sharing the trial's GPU (resources.trials_per_gpu); above 1 each measuring process held the GPU's lock for all but its compiling call."),
+    Column("gpu_lock_wait_s", FLOAT, "Seconds the trial's (cold) measuring process waited for its GPU's lock (a neighbour's GPU work); the warm processes' waits are inside their phases. Null when the GPU was its own."),
+    Column("gpu_lock_held_s", FLOAT, "Seconds that process held the lock (everything but its compiling call, unless that autotuned). Null when the GPU was its own."),
     Column("cpus_pinned", BOOL, "The trial held its own slot of whole physical cores (its processes and compile workers ran there only)."),
     # compile health
     Column("graphs", INT, "Unique graphs dynamo captured."),

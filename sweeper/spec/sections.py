@@ -216,8 +216,8 @@ class Resources(Strict):
     node's CPUs; on CPU, 1 CPU for Ray's scheduling and no pinning."""
     trials_per_gpu: Annotated[int, Field(ge=1, le=4)] = 1
     """Above 1, that many trials share each GPU (each asks Ray for 1/N of one): one compiles (CPU
-    work, on its own CPUs) while another times. Their warm-ups and timed windows never overlap:
-    a per-GPU lock serializes them (rows: `gpu_lock_wait_s`); an autotuning compile holds it too."""
+    work, on its own CPUs) while another times. Their GPU work never overlaps: a measuring process
+    holds the GPU's lock for all but its compiling call (rows: `gpu_lock_wait_s`)."""
     max_concurrent_trials: PositiveInt | None = None
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
