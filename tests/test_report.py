@@ -118,3 +118,11 @@ def test_scale_benchmark_runs_small(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert "trials: 200" in out.stdout and "MB" in out.stdout
     assert (tmp_path / "scale.html").stat().st_size > 1_000_000
+
+
+def test_header_says_when_trials_shared_a_gpu(rows: list[dict]) -> None:
+    assert "shared a GPU" not in report.build_html(pd.DataFrame(rows[:40]))
+    shared = [{**r, "trials_per_gpu": 2, "host_busy_windows_pct": 30.0 if i % 2 else 10.0}
+              for i, r in enumerate(rows[:40])]
+    text = report.build_html(pd.DataFrame(shared))
+    assert "<b>40 trials shared a GPU</b> (a neighbour compiled during 20% of their timed windows)" in text

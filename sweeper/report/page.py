@@ -185,7 +185,17 @@ def _header(data: pd.DataFrame, title: str) -> str:
     return (f'<header class="top"><h1>{esc(title)}</h1><p class="sub">{len(data):,} trials '
             f"({n_ok:,} ok, {len(data) - n_ok:,} failed) from {data['sweep_id'].nunique():,} sweep(s) · "
             f"devices: {esc(listing('device_name'))} · torch {esc(listing('torch_version'))} · "
-            f"generated {when}</p></header>")
+            f"{_sharing(data)}generated {when}</p></header>")
+
+
+def _sharing(data: pd.DataFrame) -> str:
+    """Says when trials shared GPUs, and how often a neighbour compiled in a trial's timed windows."""
+    shared = pd.to_numeric(data["trials_per_gpu"], errors="coerce").gt(1)
+    if not shared.any():
+        return ""
+    busy = pd.to_numeric(data.loc[shared, "host_busy_windows_pct"], errors="coerce").mean()
+    return (f"<b>{int(shared.sum())} trials shared a GPU</b> (a neighbour compiled during "
+            f"{0 if pd.isna(busy) else busy:.0f}% of their timed windows) · ")
 
 
 def _overview(summary: pd.DataFrame, page: _Page) -> str:
