@@ -101,6 +101,8 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
     assert row["attempts"] == 1
     assert row["compile_s"] > 1.0  # codegen + C++ compile of the generated kernels
     assert 0 < row["warm_compile_s"] < row["compile_s"]  # the FX graph cache served the second process
+    steady_s = row["first_call_s"] - row["compile_s"]  # the cold process's step, which compile_s left out
+    assert row["warm_compile_s"] == pytest.approx(row["warm_first_call_s"] - steady_s)
     assert row["accuracy_ok"] and row["graphs"] == 1
     assert row["trial_wall_s"] > row["compile_s"] + row["setup_s"]
     phases = json.loads(row["phase_s_json"])
@@ -188,3 +190,14 @@ def test_driver_version_falls_back_to_nvidia_smi(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{smi.parent}:/usr/bin:/bin")
     monkeypatch.setattr(envinfo, "_PROC_VERSION", tmp_path / "missing")
     assert envinfo.driver_version() == "580.159.04"
+
+
+def test_a_warm_run_subtracts_the_cold_step_it_is_given_and_times_one_otherwise(tmp_path):
+    _, compiled = _trial()
+    given = measure.run({**_payload(compiled), "steady_step_s": 1e-3}, tmp_path / "a.json", warm=True)
+    assert given["status"] == "ok", given["error"]
+    assert given["warm_compile_s"] == pytest.approx(given["warm_first_call_s"] - 1e-3)
+    timed = measure.run(_payload(compiled), tmp_path / "b.json", warm=True)
+    assert timed["status"] == "ok", timed["error"]
+    assert 0 <= timed["warm_compile_s"] < timed["warm_first_call_s"]
+    assert timed["warm_compile_s"] != pytest.approx(timed["warm_first_call_s"] - 1e-3, abs=1e-9)

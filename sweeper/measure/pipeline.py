@@ -236,30 +236,34 @@ def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
         row.update(stream_s=row["eager_stream_s"], stream_speedup_vs_eager=1.0)
 
 
-def measure_warm(wb: Workbench, row: dict[str, Any]) -> None:
+def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None = None) -> None:
     """Compile again in this (new) process, whose inductor cache the cold run filled. A stream
-    times the compile of its first batch's shape."""
+    times the compile of its first batch's shape. The warm compile is the first call less one
+    steady step: the cold process's (`steady_step_s`, the step its own compile_s left out), else
+    timed here."""
     compiled = compile_model(wb)
     with compiling(), gpu_lock.compiling(wb.trial.mode):
         try:
             first, _ = timed_call(lambda: wb.first(compiled), wb.device)
         except Exception as e:  # noqa: BLE001
             raise classify(e, "compile") from e
-    m = wb.trial.measure
-    iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
-    stats = run_windows(lambda: wb.step(compiled), wb.device, 5, iters)
-    row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - stats.median_iter_s))
+    if steady_step_s is None:
+        m = wb.trial.measure
+        iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
+        steady_step_s = run_windows(lambda: wb.step(compiled), wb.device, 5, iters).median_iter_s
+    row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - steady_step_s))
 
 
 def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]], None], warm: bool,
-            mark: Callable[[str], None]) -> None:
+            mark: Callable[[str], None], steady_step_s: float | None = None) -> None:
     """Measure the workbench's trial into `row`; raises TrialFailed on failure. `mark` is told when
-    the references (and stream) are ready, and when the "eager" and "compiled" parts end."""
+    the references (and stream) are ready, and when the "eager" and "compiled" parts end. A warm
+    run subtracts `steady_step_s` (the cold process's steady step) from its first call, if given."""
     if warm:
         if wb.trial.workload is not None:
             BatchStream(wb)  # feeds the stream's first batch
         need = DeviceNeed(wb.device)
-        measure_warm(wb, row)
+        measure_warm(wb, row, steady_step_s)
         row["compiled_need_reserved_gib"] = need.as_row()["mem_need_reserved_gib"]  # the compiled setting alone
         mark("compiled")
         return

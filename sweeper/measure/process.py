@@ -61,7 +61,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         wb = build_workbench(trial, device, mark)
         row.update(scope_row(trial, wb.model), setup_s=time.time() - started)
         row.update(megacache.load(load_megacache))
-        measure(wb, row, emit, warm, mark)
+        measure(wb, row, emit, warm, mark, payload.get("steady_step_s"))
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         row.update(megacache.save(save_megacache))

@@ -71,7 +71,7 @@ COLUMNS: list[Column] = [
     # compile
     Column("compile_s", FLOAT, "Cold compile: first compiled call (synchronized) minus one steady iteration, fresh cache."),
     Column("first_call_s", FLOAT, "Raw wall time of the first compiled call, cold cache."),
-    Column("warm_compile_s", FLOAT, "Same as compile_s in a new process whose cache holds this trial's artifacts."),
+    Column("warm_compile_s", FLOAT, "Same as compile_s in a new process whose cache holds this trial's artifacts (less the cold process's steady step)."),
     Column("warm_first_call_s", FLOAT, "Raw first call in that warm-cache process."),
     Column("warm_megacache_s", FLOAT, "Same as compile_s in a new process with an empty cache into which this trial's Mega-Cache artifact (torch.compiler.save_cache_artifacts) was loaded first: a deployment's warm start."),
     Column("warm_megacache_first_call_s", FLOAT, "Raw first call in that Mega-Cache process."),

@@ -195,6 +195,8 @@ def _warm_processes(payload: dict[str, Any], workdir: Path, row: dict[str, Any],
     """The warm compile from the trial's cache, then (unless the spec skips it) the warm start from
     its Mega-Cache artifact, each in a new process; their columns go into `row`, their seconds out."""
     trial = payload["trial"]
+    if row.get("first_call_s") is not None and row.get("compile_s") is not None:
+        payload = {**payload, "steady_step_s": row["first_call_s"] - row["compile_s"]}  # what compile_s left out
     warm = run_process(payload, workdir, workdir / "cache", deadline - time.monotonic(), warm=True, cpus=cpus)
     processes = {"warm_process": warm.pop("_process_s")}
     processes.update(_phases_of("warm", warm, processes["warm_process"]))
