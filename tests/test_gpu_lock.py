@@ -141,3 +141,31 @@ def test_sharing_is_part_of_the_sweeps_identity_only_when_set():
     shared = parse_spec(tiny_spec(resources={"device": "cuda", "trials_per_gpu": 2}))
     assert shared.spec_hash() != plain.spec_hash()
     assert plain.resources.gpu_share == 1.0 and shared.resources.gpu_share == 0.5  # what a trial asks Ray for
+
+
+@pytest.mark.slow
+def test_ray_runs_two_trials_on_each_gpu_and_never_three(tmp_path):
+    """The real runner on a private Ray that declares two GPUs (this machine has none): with
+    `trials_per_gpu: 2` each trial asks for half a GPU and half that GPU's CPU share, so four run at
+    once, two on each GPU, each told its GPU (CUDA_VISIBLE_DEVICES) and that it shares it."""
+    import json
+
+    import pandas as pd
+
+    from conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, str(REPO / "tests" / "shared_gpu_probe.py"), str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    facts = [json.loads(n) for n in pd.read_parquet(tmp_path / "out" / "results.parquet")["notes"]]
+    assert len(facts) == 8
+    assert all(len(f["gpu_ids"]) == 1 and f["cuda_visible"] == f["gpu_ids"][0] for f in facts)
+    assert {f["trials_per_gpu"] for f in facts} == {2} and {f["pin_cpus"] for f in facts} == {2}  # 8 CPUs / 2 GPUs / 2
+
+    def most_at_once(runs: list[dict]) -> int:
+        return max(sum(r["start"] <= f["start"] < r["end"] for r in runs) for f in runs)
+
+    assert most_at_once(facts) == 4
+    for gpu in ("0", "1"):
+        assert most_at_once([f for f in facts if f["gpu_ids"] == [gpu]]) == 2

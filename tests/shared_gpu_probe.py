@@ -1,0 +1,52 @@
+"""Test-only: a sweep with `trials_per_gpu: 2` through the real runner, on a private Ray that
+declares two GPUs on this CPU-only machine, with the measuring replaced by a probe that records
+which GPU Ray gave the trial, when it ran and what its payload said.
+
+    python tests/shared_gpu_probe.py RESULTS_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import ray
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from conftest import tiny_spec  # noqa: E402
+
+from sweeper.run import ray_tune as runner  # noqa: E402
+from sweeper.run.state import SweepState  # noqa: E402
+from sweeper.spec.schema import parse_spec  # noqa: E402
+from sweeper.spec.trials import expand  # noqa: E402
+
+
+def probe(payload: dict, max_retries: int = 1) -> dict:
+    start = time.time()
+    time.sleep(1.5)
+    facts = {"gpu_ids": [str(g) for g in ray.get_gpu_ids()], "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+             "trials_per_gpu": payload["trials_per_gpu"], "pin_cpus": payload["pin_cpus"],
+             "start": start, "end": time.time()}
+    return {"status": "ok", "error": None, "throughput_items_s": 1.0, "notes": json.dumps(facts)}
+
+
+def main() -> int:
+    results = Path(sys.argv[1])
+    spec = parse_spec(tiny_spec("shared", axes={"batch_size": [1, 2, 4, 8]},
+                                resources={"device": "cuda", "trials_per_gpu": 2, "max_concurrent_trials": None}))
+    trials, _ = expand(spec)
+    ray.init(num_cpus=8, num_gpus=2, include_dashboard=False, logging_level="ERROR")
+    state = SweepState.open(spec, results, resume=False)
+    state.claim()
+    state.save_manifest()
+    missing = runner.run_sweep(state, trials, "cuda", _measure=probe)
+    state.close()
+    ray.shutdown()
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
