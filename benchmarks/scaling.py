@@ -96,6 +96,9 @@ def summarize(path: Path) -> dict:
         inside = phases.reindex(columns=["eager", "compiled"]).fillna(0).sum(axis=1)
     dispatched = df.sort_values("started_at")
     totals = {"compile_s": pd.to_numeric(df.get("compile_s"), errors="coerce"), "trial_wall_s": df.trial_wall_s}
+    waited = pd.to_numeric(df.get("gpu_lock_wait_s"), errors="coerce")
+    if waited is not None and waited.notna().any():  # trials shared GPUs: seconds each waited for its GPU
+        totals["gpu_lock_wait_s"] = waited
     per_trial = phases.assign(**totals).set_index(df.trial_id)
     return {"run": path.name, "gpus": len(gpu), "trials": len(df), "ok": int((df.status == "ok").sum()),
             "wall_s": wall_s, "trials_per_min": len(df) / wall_s * 60,
@@ -183,7 +186,7 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
                      f"| {r['replayed_wall_s']:.0f} (measured {r['wall_s']:.0f}) |")
     names = list(dict.fromkeys(k for r in rows for k in r["median_phase_s"]))
     if names:
-        totals = list(base["median_total_s"])
+        totals = list(dict.fromkeys(k for r in rows for k in r["median_total_s"]))
         lines += ["", ("Median seconds per trial phase (`phase_s_json`; then the compile and the whole trial), and in "
                        f"brackets the median ratio, trial by trial, to the same trial on {base['gpus']} GPU:"), "",
                   "| GPUs | " + " | ".join(names + totals) + " |", "|---|" + "---|" * (len(names) + len(totals))]
