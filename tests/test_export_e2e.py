@@ -23,26 +23,12 @@ from conftest import REPO, run_cli, tiny_spec
 
 log = logging.getLogger(__name__)
 
-_FIRST_CALL = """
-import json, sys, time, torch
-from torch._dynamo.utils import counters
-from sweeper.zoo.nlp import bert_tiny
-from sweeper_compiled import compile_model
-bundle = bert_tiny()
-model = bundle.model.eval()
-batch = bundle.make_batch(2, 16, torch.Generator().manual_seed(0))
-model = compile_model(model, use_artifact=sys.argv[1] == "artifact")
-t0 = time.perf_counter()
-with torch.no_grad():
-    model(**batch.kwargs)
-print(json.dumps({"first_call_s": time.perf_counter() - t0, "hits": counters["inductor"]["fxgraph_cache_hit"],
-                  "misses": counters["inductor"]["fxgraph_cache_miss"]}))
-"""
-
-
-def _first_call(export_dir, cache_dir, how: str) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(cache_dir), "PYTHONPATH": f"{export_dir}{os.pathsep}{REPO}"}
-    out = subprocess.run([sys.executable, "-c", _FIRST_CALL, how], env=env, capture_output=True, text=True,
+def _first_call(export_dir, how: str) -> dict:
+    """benchmarks/export_first_call.py (what the GPU study runs): the exported setting's first call
+    in a fresh process with empty inductor and Triton caches, from the artifact or cold."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "export_first_call.py"), str(export_dir),
+                          *(["--cold"] if how == "cold" else [])], env=env, capture_output=True, text=True,
                          timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -65,11 +51,12 @@ def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path
     # on two shared CPU cores eager may well win; the trial is exported by its id
     assert run_cli(["export", str(tmp_path / "results"), "--model", "bert-tiny", "--trial", trial.trial_id,
                     "-o", str(out)]) == 0
-    loaded = _first_call(out, tmp_path / "empty-a", "artifact")
-    cold = _first_call(out, tmp_path / "empty-b", "cold")
+    loaded = _first_call(out, "artifact")
+    cold = _first_call(out, "cold")
     log.warning("first call: %.2f s from the artifact, %.2f s cold; trial: cold compile %.2f s, warm from cache "
                 "dir %.2f s, warm from artifact %.2f s (+%.2f s load), artifact %d bytes", loaded["first_call_s"],
                 cold["first_call_s"], row["compile_s"], row["warm_compile_s"], row["warm_megacache_s"],
                 row["megacache_load_s"], row["megacache_bytes"])
-    assert loaded["hits"] >= 1 and loaded["misses"] == 0  # inductor's compile skipped
-    assert cold["hits"] == 0 and cold["misses"] >= 1
+    assert loaded["fx_graph_cache_hits"] >= 1 and loaded["fx_graph_cache_misses"] == 0  # inductor's compile skipped
+    assert cold["fx_graph_cache_hits"] == 0 and cold["fx_graph_cache_misses"] >= 1
+    assert loaded["artifact"] and not cold["artifact"] and loaded["device"] == "cpu"
