@@ -71,8 +71,9 @@ def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
     """The self-check's columns of a prepared frame: baseline_drift_pct, eager_trial_speedup,
     speedup_low and speedup_high, from one match of every row with its eager trial."""
     trials = _EagerTrials(df) if not df.empty else None
-    low, high = reported_interval(df, trials)
-    return {"baseline_drift_pct": baseline_drift_pct(df, trials), "eager_trial_speedup": eager_trial_speedup(df, trials),
+    other = eager_trial_speedup(df, trials)
+    low, high = reported_interval(df, trials, other)
+    return {"baseline_drift_pct": baseline_drift_pct(df, trials), "eager_trial_speedup": other,
             "speedup_low": low, "speedup_high": high}
 
 
@@ -106,9 +107,11 @@ def baseline_spread_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) ->
     return own.fillna((trials or _EagerTrials(df)).match("throughput_spread_pct")).astype("float64")
 
 
-def reported_interval(df: pd.DataFrame, trials: _EagerTrials | None = None) -> tuple[pd.Series, pd.Series]:
-    """(speedup_low, speedup_high) per row: the in-trial interval widened as the module says.
-    Null where the row has no in-trial interval (its ranking then falls back to the window spread)."""
+def reported_interval(df: pd.DataFrame, trials: _EagerTrials | None = None,
+                      other: pd.Series | None = None) -> tuple[pd.Series, pd.Series]:
+    """(speedup_low, speedup_high) per row: the in-trial interval widened as the module says
+    (`other`: the rows' eager_trial_speedup, when the caller has it). Null where the row has no
+    in-trial interval (its ranking then falls back to the window spread)."""
     trials = trials or (_EagerTrials(df) if not df.empty else None)
     speedup = pd.to_numeric(df["speedup_vs_eager"], errors="coerce")
     low = pd.to_numeric(df["speedup_ci_low"], errors="coerce")
@@ -116,7 +119,7 @@ def reported_interval(df: pd.DataFrame, trials: _EagerTrials | None = None) -> t
     unstable = baseline_spread_pct(df, trials).ge(STABLE_SPREAD_PCT) & ~df["mode"].eq("eager")
     low = low.where(~unstable, np.fmin(low, speedup * (1 - UNSTABLE_BASELINE_FLOOR)))
     high = high.where(~unstable, np.fmax(high, speedup * (1 + UNSTABLE_BASELINE_FLOOR)))
-    other = eager_trial_speedup(df, trials)
+    other = eager_trial_speedup(df, trials) if other is None else other
     low = low.where(low.isna() | other.isna(), np.fmin(low, other))
     high = high.where(high.isna() | other.isna(), np.fmax(high, other))
     return low.astype("float64"), high.astype("float64")
