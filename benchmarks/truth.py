@@ -4,7 +4,8 @@
 
 Reads `at_once/`, `alone/`, `repeat2/`, `repeat3/`, `train/` (sweeper results directories),
 `memory_fit/*.json` and `walls.txt` under the given directory, and prints markdown:
-at-once vs alone speedups with their intervals, run-to-run repeats, training accuracy against
+at-once vs alone speedups with their intervals, run-to-run repeats, the largest difference
+between two runs of one setting (what the reported interval's floors are set from), training accuracy against
 float64, the memory-fit check and the wall times.
 """
 
@@ -19,7 +20,8 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sweeper.analysis.drift import STABLE_SPREAD_PCT, baseline_spread_pct  # noqa: E402
+from sweeper.analysis.drift import (RUN_TO_RUN_FLOOR, STABLE_SPREAD_PCT, UNSTABLE_BASELINE_FLOOR,  # noqa: E402
+                                    baseline_spread_pct)
 from sweeper.analysis.frames import prepare  # noqa: E402
 from sweeper.analysis.ranking import DRIFT_LIMIT_PCT  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
@@ -85,6 +87,33 @@ def repeats(runs: dict[str, pd.DataFrame]) -> list[str]:
     return lines
 
 
+def run_to_run(runs: dict[str, pd.DataFrame]) -> list[str]:
+    """Every ordered pair of runs of one compiled setting: how far the second's speedup lies from
+    the first's, by whether the first's eager windows held still; the largest of each kind is
+    what the reported interval's floors (sweeper/analysis/drift.py) must cover."""
+    frames = {n: r[~r["is_eager"] & r["status"].eq("ok")].assign(spread=baseline_spread_pct)
+              .set_index(KEY) for n, r in runs.items()}
+    pairs = []
+    for a, fa in frames.items():
+        for b, fb in frames.items():
+            for key in fa.index.intersection(fb.index) if a != b else []:
+                ra, rb = fa.loc[key], fb.loc[key]
+                pairs.append({"stable": ra["spread"] < STABLE_SPREAD_PCT, "key": key, "runs": f"{a} -> {b}",
+                              "diff": abs(rb["speedup_vs_eager"] / ra["speedup_vs_eager"] - 1),
+                              "inside": _inside(rb["speedup_vs_eager"], ra)})
+    df = pd.DataFrame(pairs)
+    lines = ["| first run's eager windows | pairs | largest difference | setting, runs | floor | second inside the "
+             "first's reported interval |", "|---|---|---|---|---|---|"]
+    for stable, floor in ((True, RUN_TO_RUN_FLOOR), (False, UNSTABLE_BASELINE_FLOOR)):
+        g = df[df["stable"] == stable] if not df.empty else df
+        if g.empty:
+            continue
+        top = g.loc[g["diff"].idxmax()]
+        lines.append(f"| {'held still' if stable else 'spread'} | {len(g)} | {top['diff']:.1%} | "
+                     f"{' '.join(map(str, top['key']))}, {top['runs']} | +-{floor:.0%} | {int(g['inside'].sum())} of {len(g)} |")
+    return lines
+
+
 def training(train: pd.DataFrame) -> list[str]:
     lines = ["| model | prec | mode | status | eager err vs fp64 | compiled err vs fp64 | allowed | "
              "compiled vs eager (old rule's number) | reference |", "|---|---|---|---|---|---|---|---|---|"]
@@ -112,6 +141,11 @@ def memory(root: Path) -> list[str]:
     return lines
 
 
+def _runs(root: Path, prefix: str, first: str | None) -> dict[str, pd.DataFrame]:
+    runs = {d.name: _load(root, d.name) for d in sorted(root.glob(f"{prefix}[0-9]"))}
+    return {first: _load(root, first), **runs} if first and (root / first).exists() else runs
+
+
 def main() -> int:
     root = Path(sys.argv[1])
     out: list[str] = []
@@ -120,11 +154,12 @@ def main() -> int:
         at_once["eager_spread"] = baseline_spread_pct(at_once)
         out += ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
     for prefix, first in (("repeat", "at_once"), ("single_repeat", None)):
-        runs = {d.name: _load(root, d.name) for d in sorted(root.glob(f"{prefix}[0-9]"))}
-        if first and (root / first).exists():
-            runs = {first: _load(root, first), **runs}
+        runs = _runs(root, prefix, first)
         if len(runs) > 1:
             out += [f"## Run to run ({prefix})", *repeats(runs), ""]
+    every = {**({"alone": _load(root, "alone")} if (root / "alone").exists() else {}), **_runs(root, "repeat", "at_once")}
+    if len(every) > 1:
+        out += ["## Between two runs of one setting (" + ", ".join(every) + ")", *run_to_run(every), ""]
     if (root / "train").exists():
         out += ["## Training accuracy against float64", *training(_load(root, "train")), ""]
     if (root / "memory_fit").exists():

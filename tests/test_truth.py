@@ -342,24 +342,31 @@ def _context_rows(eager_spread_pct: float, in_trial_eager_items_s: float) -> pd.
 
 
 def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eager_trial():
-    from sweeper.analysis.drift import UNSTABLE_BASELINE_FLOOR, eager_trial_speedup, reported_interval
+    from sweeper.analysis.drift import (RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR, eager_trial_speedup,
+                                        reported_interval)
 
+    assert 0.02 < RUN_TO_RUN_FLOOR < UNSTABLE_BASELINE_FLOOR
     stable = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=100.0)
     low, high = reported_interval(stable)
-    assert (low[1], high[1]) == pytest.approx((3.0 * 0.98, 3.0 * 1.02))  # stable, no drift: the in-trial interval
+    assert (low[1], high[1]) == pytest.approx((3.0 * (1 - RUN_TO_RUN_FLOOR), 3.0 * (1 + RUN_TO_RUN_FLOOR)))
+    assert (low[0], high[0]) == (1.0, 1.0)  # the eager trial is its own baseline: no interval added
     unstable = _context_rows(eager_spread_pct=30.0, in_trial_eager_items_s=100.0)
     low, high = reported_interval(unstable)
     assert (low[1], high[1]) == pytest.approx((3.0 * (1 - UNSTABLE_BASELINE_FLOOR), 3.0 * (1 + UNSTABLE_BASELINE_FLOOR)))
     drifted = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=60.0)  # in-trial baseline slowed: 5x
     assert eager_trial_speedup(drifted)[1] == pytest.approx(3.0) and pd.isna(eager_trial_speedup(drifted)[0])
     low, high = reported_interval(drifted)
-    assert low[1] == pytest.approx(3.0) and high[1] == pytest.approx(5.0 * 1.02)  # both measurements of the baseline
+    assert low[1] == pytest.approx(3.0) and high[1] == pytest.approx(5.0 * (1 + RUN_TO_RUN_FLOOR))
+    wide = stable.assign(speedup_ci_low=[1.0, 2.0], speedup_ci_high=[1.0, 4.0])  # a wider in-trial interval stands
+    assert tuple(reported_interval(wide)[0]) == pytest.approx((1.0, 2.0))
+    no_interval = stable.assign(speedup_ci_low=[1.0, None], speedup_ci_high=[1.0, None])
+    assert pd.isna(reported_interval(no_interval)[0][1]) and pd.isna(reported_interval(no_interval)[1][1])
 
 
 def test_a_rows_own_eager_spread_wins_over_the_eager_trials():
-    from sweeper.analysis.drift import baseline_spread_pct, reported_interval
+    from sweeper.analysis.drift import RUN_TO_RUN_FLOOR, baseline_spread_pct, reported_interval
 
     rows = _context_rows(eager_spread_pct=30.0, in_trial_eager_items_s=100.0).assign(eager_spread_pct=[30.0, 1.0])
     assert baseline_spread_pct(rows)[1] == pytest.approx(1.0)
     low, high = reported_interval(rows)
-    assert (low[1], high[1]) == pytest.approx((3.0 * 0.98, 3.0 * 1.02))
+    assert (low[1], high[1]) == pytest.approx((3.0 * (1 - RUN_TO_RUN_FLOOR), 3.0 * (1 + RUN_TO_RUN_FLOOR)))

@@ -193,7 +193,7 @@ def overview_bars(summary: pd.DataFrame) -> Figure | None:
 _VERDICT_COLOURS = {"v-win": "#15803d", "v-lose": "#c2410c", "v-even": "#9ca3af"}
 
 
-def reading_key(unstable_floor: float) -> str:
+def reading_key(run_floor: float, unstable_floor: float) -> str:
     """The "Reading the plots" box: colours, symbols, front, choice, error bars, memory."""
     swatches = "".join(f'<span class="sw" style="background:{c}"></span>{esc(m)}'
                        for m, c in MODE_COLOURS.items())
@@ -205,6 +205,7 @@ def reading_key(unstable_floor: float) -> str:
             "line is the front of the two objectives on the axes (choose them above each scatter). The star is "
             "the context's choice; rings mark settings tied with it inside the measured noise. Error bars: the "
             "speedup's interval where measured (paired windows, widened by the sweep's self-check: at least "
+            f"±{run_floor * 100:g}%, the run-to-run range measured for settings whose eager windows hold still, "
             f"±{unstable_floor * 100:g}% over an unstable eager baseline, and reaching the speedup "
             "against the sweep's eager trial), "
             "else the spread of the timed windows. Memory is the "

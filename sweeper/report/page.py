@@ -222,7 +222,7 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     return ("<h2>Overview</h2>" f'<nav class="models">{nav}</nav>' + _selector(summary)
             + f'<p>{"; ".join(lines)}. Each context\'s choice is the setting <code>sweeper recommend</code> '
             "prints for it: the fewest seconds per item in a long run (compile paid back), accurate trials "
-            "only.</p>" + figs.reading_key(drift.UNSTABLE_BASELINE_FLOOR)
+            "only.</p>" + figs.reading_key(drift.RUN_TO_RUN_FLOOR, drift.UNSTABLE_BASELINE_FLOOR)
             + page.plot(figs.overview_bars(summary), "No accurate compiled trial: no speedup to show.")
             + tables.summary_table(summary))
 
