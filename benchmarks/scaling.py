@@ -38,6 +38,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from sweeper.analysis.frames import prepare  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
 
 
@@ -212,27 +213,36 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
 SETTING = ["model", "mode", "precision", "phase", "batch_size"]
 
 
+def _speedup_cell(r: pd.Series, side: str) -> str:
+    return (f"{r['speedup_vs_eager' + side]:.3f} [{r['speedup_low' + side]:.3f}, {r['speedup_high' + side]:.3f}]")
+
+
 def compare_speedups(before: Path, after: Path) -> None:
     """The same settings measured by two runs (e.g. before and after a change to how trials run):
-    wall time, median overhead per trial, and each compiled setting's speedup with its interval,
-    whether each lies inside the other's interval, and their difference."""
+    wall time, median overhead per trial, and each compiled setting's speedup with its reported
+    interval (the in-trial one widened by the sweep's self-check, sweeper/analysis/drift.py),
+    whether each lies inside the other's interval (reported, and the bare in-trial one), and
+    their difference."""
     runs = {name: summarize(p) for name, p in (("before", before), ("after", after))}
     lines = ["| run | trials (ok) | wall s | overhead s/trial (median) | imports s/process (median) |", "|---|---|---|---|---|"]
     for name, r in runs.items():
         lines.append(f"| {name} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['median_overhead_s']:.1f} | "
                      f"{r['median_phase_s'].get('imports', float('nan')):.2f} |")
-    frames = {name: read_results([p]).query("mode != 'eager' and status == 'ok'").set_index(SETTING)
-              for name, p in (("before", before), ("after", after))}
+    frames = {name: prepare(read_results([p])).query("mode != 'eager' and status == 'ok'")
+              .astype({"batch_size": "Int64"}).set_index(SETTING) for name, p in (("before", before), ("after", after))}
     both = frames["before"].merge(frames["after"], left_index=True, right_index=True, suffixes=("_b", "_a"))
-    lines += ["", "| setting | speedup before [interval] | after [interval] | each inside the other's | after/before |",
-              "|---|---|---|---|---|"]
+    lines += ["", "| setting | speedup before [reported interval] | after [reported interval] | each inside the "
+              "other's: reported / in-trial | after/before |", "|---|---|---|---|---|"]
+    counts = [0, 0]
     for key, r in both.sort_index().iterrows():
-        inside = (r.speedup_ci_low_b <= r.speedup_vs_eager_a <= r.speedup_ci_high_b
-                  and r.speedup_ci_low_a <= r.speedup_vs_eager_b <= r.speedup_ci_high_a)
-        lines.append(f"| {' '.join(map(str, key))} | {r.speedup_vs_eager_b:.3f} [{r.speedup_ci_low_b:.3f}, "
-                     f"{r.speedup_ci_high_b:.3f}] | {r.speedup_vs_eager_a:.3f} [{r.speedup_ci_low_a:.3f}, "
-                     f"{r.speedup_ci_high_a:.3f}] | {'yes' if inside else 'NO'} | "
+        inside = [all(r[f"{lo}_{x}"] <= r[f"speedup_vs_eager_{y}"] <= r[f"{hi}_{x}"] for x, y in (("b", "a"), ("a", "b")))
+                  for lo, hi in (("speedup_low", "speedup_high"), ("speedup_ci_low", "speedup_ci_high"))]
+        counts = [c + i for c, i in zip(counts, inside, strict=True)]
+        lines.append(f"| {' '.join(map(str, key))} | {_speedup_cell(r, '_b')} | {_speedup_cell(r, '_a')} | "
+                     f"{'yes' if inside[0] else 'NO'} / {'yes' if inside[1] else 'NO'} | "
                      f"{r.speedup_vs_eager_a / r.speedup_vs_eager_b - 1:+.1%} |")
+    lines.append(f"\nEach inside the other's interval: {counts[0]} of {len(both)} (reported), "
+                 f"{counts[1]} of {len(both)} (in-trial).")
     print("\n".join(lines))
 
 

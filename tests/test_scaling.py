@@ -108,3 +108,29 @@ def test_per_trial_slowdown_pairs_trials_and_the_projection_uses_it(tmp_path: Pa
     assert four["dispatch"]["wall_s"] == pytest.approx(44.0)  # 8 trials of 22 s, 2 deep on 4 GPUs
     assert four["dispatch"]["efficiency"] == pytest.approx(1 / 1.1)
     assert eight["longest_first"]["busy"] == pytest.approx(1.0) and eight["gpus"] == 8
+
+
+def _speedups(path: Path, speedups: dict[str, float]) -> None:
+    """One eager trial and a compiled trial per mode, each with a +-2% in-trial interval over a
+    stable baseline that ran as fast as the eager trial."""
+    base = {"sweep_id": "s", "model": "m", "precision": "bf16", "phase": "infer", "batch_size": 64, "status": "ok",
+            "device_name": "H200", "eager_throughput_items_s": 100.0, "eager_spread_pct": 1.0,
+            "started_at": T0.isoformat(), "finished_at": (T0 + timedelta(seconds=10)).isoformat(),
+            "trial_wall_s": 10.0, "setup_s": 1.0, "phase_s_json": json.dumps({"eager": 2.0, "compiled": 5.0})}
+    rows = [{**base, "trial_id": "e", "mode": "eager", "throughput_items_s": 100.0, "speedup_vs_eager": 1.0,
+             "speedup_ci_low": 1.0, "speedup_ci_high": 1.0, "throughput_spread_pct": 1.0}]
+    rows += [{**base, "trial_id": mode, "mode": mode, "throughput_items_s": 100.0 * s, "speedup_vs_eager": s,
+              "speedup_ci_low": s * 0.98, "speedup_ci_high": s * 1.02} for mode, s in speedups.items()]
+    path.mkdir()
+    write_rows(path / "results.parquet", rows)
+
+
+def test_compare_judges_each_speedup_by_the_other_runs_reported_interval(tmp_path: Path) -> None:
+    _speedups(tmp_path / "before", {"default": 2.0, "reduce-overhead": 2.0})
+    _speedups(tmp_path / "after", {"default": 2.06, "reduce-overhead": 2.2})
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "compare",
+                          str(tmp_path / "before"), str(tmp_path / "after")], capture_output=True, text=True, check=True)
+    lines = {line.split(" |")[0]: line for line in out.stdout.splitlines() if line.startswith("| m ")}
+    assert "| 2.000 [1.920, 2.080] | 2.060 [1.978, 2.142] | yes / NO | +3.0% |" in lines["| m default bf16 infer 64"]
+    assert "| NO / NO | +10.0% |" in lines["| m reduce-overhead bf16 infer 64"]
+    assert "Each inside the other's interval: 1 of 2 (reported), 0 of 2 (in-trial)." in out.stdout
