@@ -30,7 +30,7 @@ def pairs(d: pd.DataFrame) -> pd.DataFrame:
     keyed = d.assign(_key=[("|".join(map(str, r))) for r in d[_PAIR].itertuples(index=False)])
     whole = keyed[keyed["scope"].eq("whole")].drop_duplicates("_key", keep="last").set_index("_key")
     regional = keyed[keyed["scope"].eq("regional")].drop_duplicates("_key", keep="last").set_index("_key")
-    both = whole.join(regional, how="inner", lsuffix="_w", rsuffix="_r").copy()  # one block: cheap to add to
+    both = whole.merge(regional, how="inner", left_index=True, right_index=True, suffixes=("_w", "_r")).copy()
     return both.assign(compile_ratio=both["compile_s_w"] / both["compile_s_r"],
                        throughput_ratio=both["throughput_items_s_r"] / both["throughput_items_s_w"])
 
