@@ -184,7 +184,8 @@ COLUMNS: list[Column] = [
        "(model and batch on the device), reference (eager reference outputs), eager (baseline), compiled "
        "(compile, accuracy, steady windows), and the wall time of each measuring process (cold_process, "
        "warm_process, megacache_process: interpreter start to exit, teardown included); the warm-compile "
-       "process's own phases as warm.PHASE, and warm.exit: its process time beyond them (exit, teardown)."),
+       "and Mega-Cache processes' own phases as warm.PHASE and megacache.PHASE, and warm.exit / megacache.exit: "
+       "their process time beyond them (exit, teardown)."),
 ]
 
 COLUMN_NAMES = [c.name for c in COLUMNS]

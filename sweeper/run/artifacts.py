@@ -39,13 +39,14 @@ def save_args(trial: dict[str, Any], workdir: Path) -> tuple[str, ...]:
 def warm_start(run_process: Callable[..., dict[str, Any]], payload: dict[str, Any], workdir: Path, left_s: float,
                cpus: list[int] | None) -> dict[str, Any]:
     """Compile again in a fresh process whose empty cache first loads the artifact; the measured
-    columns, and `_process_s`. Nothing when the cold process saved no artifact."""
+    columns, and `_process_s` and `_phase_s_json` (the process's seconds and its own phases).
+    Nothing when the cold process saved no artifact."""
     artifact = workdir / ARTIFACT
     if not artifact.exists():
         return {}
     row = run_process(payload, workdir, workdir / "cache-megacache", left_s, warm=True, cpus=cpus,
                       tag="megacache", extra=("--load-megacache", str(artifact)))
-    found = {"_process_s": row.pop("_process_s")}
+    found = {"_process_s": row.pop("_process_s"), "_phase_s_json": row.get("phase_s_json")}
     if row.get("status") != "ok":
         log.warning("trial %s Mega-Cache warm start: %s %s", payload["trial"]["trial_id"], row.get("status"),
                     row.get("error"))

@@ -207,7 +207,10 @@ def _warm_processes(payload: dict[str, Any], workdir: Path, row: dict[str, Any],
         log.warning("trial %s warm compile: %s %s", trial["trial_id"], warm["status"], warm["error"])
     if trial["measure"].get("megacache_warm_start", True):
         mega = artifacts.warm_start(run_process, payload, workdir, deadline - time.monotonic(), cpus)
-        processes.update({"megacache_process": mega.pop("_process_s")} if mega else {})
+        if mega:
+            processes["megacache_process"] = mega.pop("_process_s")
+            own = {"phase_s_json": mega.pop("_phase_s_json", None)}
+            processes.update(_phases_of("megacache", own, processes["megacache_process"]))
         row.update(mega)
     return processes
 
