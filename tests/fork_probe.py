@@ -22,7 +22,9 @@ def make_probe(facts_dir: str, features: int = 8, sleep_s: float = 0.0) -> nn.Mo
              "triton_cache_dir": os.environ.get("TRITON_CACHE_DIR"),
              "compile_threads": inductor_config.compile_threads, "torch_threads": torch.get_num_threads(),
              "dynamo_counters": {k: dict(v) for k, v in counters.items() if v},
-             "cuda_initialized": torch.cuda.is_initialized(), "forked": "sweeper.measure.forkserver" in sys.modules
+             "cuda_initialized": torch.cuda.is_initialized(),
+             "compile_pools": len(getattr(sys.modules.get("torch._inductor.async_compile"), "_pool_set", ())),
+             "inductor_imported": "torch._inductor.compile_fx" in sys.modules, "forked": "sweeper.measure.forkserver" in sys.modules
              or "__main__" in sys.modules and getattr(sys.modules["__main__"], "__spec__", None) is not None
              and sys.modules["__main__"].__spec__.name == "sweeper.measure.forkserver"}
     with open(os.path.join(facts_dir, f"{os.getpid()}.json"), "w") as f:

@@ -69,6 +69,7 @@ def test_forked_children_are_fresh_and_their_own(tmp_path):
     for f in facts:
         assert f["pgid"] == f["sid"] == f["pid"]  # own session and process group: a timeout kill reaches it all
         assert f["dynamo_counters"] == {} and not f["cuda_initialized"]  # nothing inherited
+        assert f["inductor_imported"] and f["compile_pools"] == 0  # inductor's code imported, no workers
         assert len(f["cpus"]) == 1 and f["torch_threads"] == 1 and f["compile_threads"] == 1  # the trial's share
         assert Path(f["cache_dir"]).name == "inductor" and "sweeper-" in f["cache_dir"]
         assert f["triton_cache_dir"] == str(Path(f["cache_dir"]).parent / "triton")

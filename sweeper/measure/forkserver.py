@@ -2,11 +2,12 @@
 
     python -m sweeper.measure.forkserver      (started by run/forks.py; JSON lines on stdin/stdout)
 
-The server imports torch, torchvision, transformers, the zoo's model classes and the measuring
-process's modules, and then does nothing else: it never runs a tensor operation (no intra-op
-thread pool exists to be broken by a fork), never initializes CUDA (checked before every fork) and
-never compiles, so dynamo's and inductor's state in it is what importing leaves: empty counters,
-no cache, no compile workers. Per request it forks a child that, before any measuring code runs:
+The server imports torch, torchvision, transformers, the zoo's model classes, the measuring
+process's modules and what making a `torch.compile` wrapper imports, and then does nothing else:
+it never runs a tensor operation (no intra-op thread pool exists to be broken by a fork), never
+initializes CUDA and never compiles (its wrappers are never called), so dynamo's and inductor's
+state in it is what importing leaves: empty counters, no cache, no compile workers (all three
+checked before every fork). Per request it forks a child that, before any measuring code runs:
 
 - starts its own session and process group (so a timeout kill reaches it and everything it
   started) and dies with the server;
@@ -52,7 +53,20 @@ def preload() -> float:
 
     for cls in _ZOO_NLP_CLASSES:  # transformers imports a model's module on first attribute access
         getattr(transformers, cls)
+    _preload_compile()
     return time.monotonic() - t0
+
+
+def _preload_compile() -> None:
+    """What making a `torch.compile` wrapper imports (inductor, AOTAutograd, the partitioner's
+    networkx; 0.7 s on a 2-core machine, in every compiled measuring process): wrappers made here,
+    never called, then dynamo reset. Inductor's compile-worker pool starts at the first compile (the
+    inductor backend's first call), so never here; `_check_fresh` makes sure."""
+    import torch
+
+    for mode in ("default", "reduce-overhead", "max-autotune"):
+        torch.compile(torch.nn.Identity(), mode=mode, dynamic=False)
+    torch._dynamo.reset()
 
 
 def _check_fresh() -> None:
@@ -65,6 +79,9 @@ def _check_fresh() -> None:
 
     if any(counters.values()):
         raise RuntimeError("the fork server compiled something; its children would inherit dynamo state")
+    pools = getattr(sys.modules.get("torch._inductor.async_compile"), "_pool_set", ())
+    if pools:
+        raise RuntimeError("the fork server started inductor's compile workers; its children would share them")
 
 
 def _become_trial(request: dict[str, Any]) -> None:
