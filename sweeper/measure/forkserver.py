@@ -6,8 +6,8 @@ The server imports torch, torchvision, transformers, the zoo's model classes, th
 process's modules and what making a `torch.compile` wrapper imports, and then does nothing else:
 it never runs a tensor operation (no intra-op thread pool exists to be broken by a fork), never
 initializes CUDA and never compiles (its wrappers are never called), so dynamo's and inductor's
-state in it is what importing leaves: empty counters, no cache, no compile workers (all three
-checked before every fork). Per request it forks a child that, before any measuring code runs:
+state in it is what importing leaves: empty counters, no cache, no compile workers, no Triton
+driver (all checked before every fork). Per request it forks a child that, before any measuring code runs:
 
 - starts its own session and process group (so a timeout kill reaches it and everything it
   started) and dies with the server;
@@ -82,6 +82,9 @@ def _check_fresh() -> None:
     pools = getattr(sys.modules.get("torch._inductor.async_compile"), "_pool_set", ())
     if pools:
         raise RuntimeError("the fork server started inductor's compile workers; its children would share them")
+    triton_driver = getattr(sys.modules.get("triton.runtime.driver"), "driver", None)
+    if any(getattr(triton_driver, a, None) is not None for a in ("_default", "_active")):
+        raise RuntimeError("the fork server started Triton's GPU driver; its children would share it")
 
 
 def _become_trial(request: dict[str, Any]) -> None:
