@@ -10,8 +10,9 @@ per run: sweep wall time (first trial start to last trial end), trials per minut
 and efficiency against the run with the fewest GPUs, each GPU's busy fraction (time inside
 trials / sweep wall), the median gap between consecutive trials on one GPU (scheduling and
 worker start), the median per-trial time spent outside compiling and measuring (process
-starts, imports, CUDA init, model build, process teardown, warm-compile process), and the
-median of each phase of `phase_s_json`.
+starts, imports, CUDA init, model build, process teardown, warm-compile process), the median
+over compiled trials of the seconds outside anything measured (the warm compiles and the float64
+reference counted as measured), and the median of each phase of `phase_s_json`.
 
 It also splits each run's efficiency into its two causes, efficiency = busy / work per trial:
 the work per trial (summed trial seconds against the base run's, and each phase's median ratio
@@ -107,11 +108,26 @@ def summarize(path: Path) -> dict:
                                                                       for k, v in gpu.items()},
             "median_gap_s": gap_s, "trial_s_sum": float(df.trial_wall_s.sum()),
             "median_overhead_s": float((df.trial_wall_s - inside).median()),
+            "median_outside_measuring_s": _outside_measuring_s(df, phases),
             "median_setup_s": float(pd.to_numeric(df["setup_s"], errors="coerce").median()),
             "median_phase_s": {k: round(float(v), 2) for k, v in phases.median().items()},
             "median_total_s": {k: round(float(v.median()), 2) for k, v in totals.items()},
             "dispatch_order_s": [float(v) for v in dispatched.trial_wall_s],
             "per_trial_s": {str(t): {k: float(v) for k, v in r.items() if pd.notna(v)} for t, r in per_trial.iterrows()}}
+
+
+def _outside_measuring_s(df: pd.DataFrame, phases: pd.DataFrame) -> float:
+    """Median, over compiled trials, of the trial's seconds outside what it measures: its wall less
+    the eager and compiled phases (compile, accuracy, timed windows), the float64 reference, and
+    the warm compiles (from the cache directory and from the Mega-Cache artifact). What is left:
+    process starts, CUDA contexts, model builds, dispatch, teardown."""
+    compiled = df["mode"].ne("eager") & df["status"].eq("ok")
+    if phases.empty or not compiled.any():
+        return float("nan")
+    measured = phases.reindex(columns=["eager", "compiled", "reference"]).fillna(0).sum(axis=1)
+    for column in ("warm_compile_s", "warm_megacache_s"):
+        measured += pd.to_numeric(df.get(column, pd.Series(0.0, index=df.index)), errors="coerce").fillna(0)
+    return float((df.trial_wall_s - measured)[compiled].median())
 
 
 def _phases(df: pd.DataFrame) -> pd.DataFrame:
@@ -172,12 +188,13 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
         print(json.dumps({"runs": rows, "projections": projections}, indent=2, default=str))
         return
     lines = [("| GPUs | trials (ok) | wall s | trials/min | speedup | efficiency | busy per GPU | gap s "
-              "| overhead s/trial | setup s/process |"), "|---|---|---|---|---|---|---|---|---|---|"]
+              "| overhead s/trial | setup s/process | outside measuring s/compiled trial |"),
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         busy = ", ".join(f"{v:.2f}" for v in r["busy"].values())
         lines.append(f"| {r['gpus']} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['trials_per_min']:.2f} | "
                      f"{r['speedup']:.2f}x | {r['efficiency']:.2f} | {busy} | {r['median_gap_s']:.1f} | "
-                     f"{r['median_overhead_s']:.1f} | {r['median_setup_s']:.1f} |")
+                     f"{r['median_overhead_s']:.1f} | {r['median_setup_s']:.1f} | {r['median_outside_measuring_s']:.1f} |")
     lines += ["", f"Where the efficiency goes (efficiency = busy / work per trial, against {base['gpus']} GPU):", "",
               ("| GPUs | trial s, summed | work per trial | mean busy | idle s per GPU: before first, between, after last "
                "| wall s replayed from the trials' own times |"), "|---|---|---|---|---|---|"]

@@ -43,6 +43,7 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
     assert one["wall_s"] == pytest.approx(160.0) and two["wall_s"] == pytest.approx(95.0)
     assert two["median_gap_s"] == pytest.approx(5.0) and list(two["busy"].values()) == pytest.approx([80 / 95] * 2)
     assert two["median_overhead_s"] == pytest.approx(20.0 - 2.0 - 12.0)  # outside eager + compiled
+    assert two["median_outside_measuring_s"] == pytest.approx(20.0 - 2.0 - 12.0 - 0.5)  # and the reference
     assert two["median_phase_s"]["imports"] == 3.0
     md = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", "--markdown",
                          str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True, check=True)
