@@ -67,20 +67,31 @@ def _gpu_key(df: pd.DataFrame) -> pd.Series:
     return df["gpu_uuid"].fillna(df["node_id"].fillna("cpu") if "node_id" in df else "cpu")
 
 
+def _union(g: pd.DataFrame) -> list[tuple[pd.Timestamp, pd.Timestamp]]:
+    """The stretches of time in which at least one of the trials `g` ran (trials sharing a GPU overlap)."""
+    spans: list[tuple[pd.Timestamp, pd.Timestamp]] = []
+    for start, end in sorted(zip(g.started_at, g.finished_at, strict=True)):
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end))
+        else:
+            spans.append((start, end))
+    return spans
+
+
 def _gpu_stats(df: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> tuple[dict[str, dict[str, float]], float]:
-    """Per GPU: busy fraction, and its idle seconds before its first trial, between trials and after its last."""
+    """Per GPU: busy fraction (its trials' summed time over the wall: above 1 when trials shared
+    it), and its idle seconds (no trial on it) before its first trial, between trials and after its last."""
     wall_s = (t1 - t0).total_seconds()
     stats: dict[str, dict[str, float]] = {}
     gaps: list[float] = []
     for gpu, g in df.assign(_k=_gpu_key(df)).groupby("_k"):
-        g = g.sort_values("started_at")
-        between = (g.started_at.iloc[1:].reset_index(drop=True)
-                   - g.finished_at.iloc[:-1].reset_index(drop=True)).dt.total_seconds().tolist()
-        gaps += list(between)
+        spans = _union(g)
+        between = [(b[0] - a[1]).total_seconds() for a, b in zip(spans, spans[1:])]
+        gaps += between
         stats[str(gpu)[-8:]] = {"busy": (g.finished_at - g.started_at).dt.total_seconds().sum() / wall_s,
-                                "head_s": (g.started_at.min() - t0).total_seconds(),
+                                "head_s": (spans[0][0] - t0).total_seconds(),
                                 "gaps_s": float(sum(between)),
-                                "tail_s": (t1 - g.finished_at.max()).total_seconds()}
+                                "tail_s": (t1 - spans[-1][1]).total_seconds()}
     return stats, (float(pd.Series(gaps).median()) if gaps else float("nan"))
 
 
@@ -107,6 +118,8 @@ def summarize(path: Path) -> dict:
             "busy": {k: v["busy"] for k, v in gpu.items()}, "idle_s": {k: {n: v[n] for n in ("head_s", "gaps_s", "tail_s")}
                                                                       for k, v in gpu.items()},
             "median_gap_s": gap_s, "trial_s_sum": float(df.trial_wall_s.sum()),
+            "trials_per_gpu": int(pd.to_numeric(df.get("trials_per_gpu"), errors="coerce").max())
+            if "trials_per_gpu" in df and df["trials_per_gpu"].notna().any() else 1,
             "median_overhead_s": float((df.trial_wall_s - inside).median()),
             "median_outside_measuring_s": _outside_measuring_s(df, phases),
             "median_setup_s": float(pd.to_numeric(df["setup_s"], errors="coerce").median()),
@@ -139,8 +152,8 @@ def _phases(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def schedule(trial_s: list[float], gpus: int) -> float:
-    """Wall time of trials handed out in this order, each to the first GPU that is free (what Tune does
-    with one trial per GPU), with no time between trials."""
+    """Wall time of trials handed out in this order, each to the first GPU (or GPU share, with
+    several trials per GPU) that is free, as Tune does, with no time between trials."""
     free = [0.0] * gpus
     for s in trial_s:
         heapq.heappush(free, heapq.heappop(free) + s)
@@ -170,7 +183,7 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
         r["speedup"], r["efficiency"] = _efficiency(r, base)
         r["work_ratio"] = r["trial_s_sum"] / base["trial_s_sum"] * base["trials"] / r["trials"]
         r["busy_mean"] = sum(r["busy"].values()) / len(r["busy"])
-        r["replayed_wall_s"] = schedule(r["dispatch_order_s"], r["gpus"])
+        r["replayed_wall_s"] = schedule(r["dispatch_order_s"], r["gpus"] * r["trials_per_gpu"])
         r["phase_slowdown"] = slowdown(r, base)
     widest = rows[-1]
     projections = []

@@ -135,3 +135,21 @@ def test_compare_judges_each_speedup_by_the_other_runs_reported_interval(tmp_pat
     assert "| 2.000 [1.920, 2.080] | 2.060 [1.978, 2.142] | yes / NO | +3.0% |" in lines["| m default bf16 infer 64"]
     assert "| NO / NO | +10.0% |" in lines["| m reduce-overhead bf16 infer 64"]
     assert "Each inside the other's interval: 1 of 2 (reported), 0 of 2 (in-trial)." in out.stdout
+
+
+def test_trials_sharing_a_gpu_overlap_without_negative_idle_and_replay_on_every_share(tmp_path: Path) -> None:
+    rows = []
+    for i in range(8):  # two GPUs, two trials on each at a time, 20 s each: 40 s
+        start = T0 + timedelta(seconds=20 * (i // 4))
+        rows.append({"sweep_id": "s", "trial_id": f"t{i}", "model": "m", "mode": "default", "status": "ok",
+                     "gpu_uuid": f"GPU-{i % 2:08d}", "started_at": start.isoformat(),
+                     "finished_at": (start + timedelta(seconds=20)).isoformat(), "trial_wall_s": 20.0,
+                     "trials_per_gpu": 2, "setup_s": 1.0, "phase_s_json": json.dumps({"eager": 2.0, "compiled": 12.0})})
+    (tmp_path / "shared").mkdir()
+    write_rows(tmp_path / "shared" / "results.parquet", rows)
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", str(tmp_path / "shared")],
+                         capture_output=True, text=True, check=True)
+    (run,) = json.loads(out.stdout)["runs"]
+    assert run["wall_s"] == pytest.approx(40.0) and list(run["busy"].values()) == pytest.approx([2.0, 2.0])
+    assert all(v == {"head_s": 0.0, "gaps_s": 0.0, "tail_s": 0.0} for v in run["idle_s"].values())
+    assert run["trials_per_gpu"] == 2 and run["replayed_wall_s"] == pytest.approx(40.0)  # 4 shares, not 2 GPUs
