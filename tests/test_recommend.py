@@ -185,10 +185,10 @@ def test_stream_settings_pay_every_compile_of_the_stream_and_name_their_bucketin
 def test_a_gap_inside_the_window_spread_is_called_a_tie() -> None:
     noisy = pd.DataFrame([row("eager", 1000.0, 1.0, None, throughput_spread_pct=2.0),
                           row("default", 1500.0, 1.0, 5.0, throughput_spread_pct=12.0),
-                          row("max-autotune", 1560.0, 1.0, 9.0, throughput_spread_pct=3.0)])
+                          row("max-autotune", 1620.0, 1.0, 9.0, throughput_spread_pct=3.0)])
     rec = recommend(noisy, "net")
     assert rec.best.mode == "max-autotune" and rec.runner_up.mode == "default"
-    assert "tie within measurement noise" in rec.runner_up_reason  # 3.8% gap < 12% spread
+    assert "tie within measurement noise" in rec.runner_up_reason  # 7.4% gap < 12% spread, > the 4% tie band
     quiet = noisy.assign(throughput_spread_pct=1.0)
     assert "noise" not in recommend(quiet, "net").runner_up_reason
 

@@ -26,14 +26,16 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper.analysis.drift import RUN_TO_RUN_FLOOR
 from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.results.schema import EAGER
 
 CONTEXT = ["model", "phase", "precision", "device_name", "workload", "seq_len"]
 """Columns whose values make one context: its settings compete; other contexts' do not."""
 
-TIE_BAND_PCT = 2.0
-"""Speedups and time differences within this many percent are ties, whatever the noise."""
+TIE_BAND_PCT = round(100 * RUN_TO_RUN_FLOOR, 6)
+"""Speedups and time differences within this many percent are ties, whatever the noise: the
+run-to-run range of one setting (`drift.RUN_TO_RUN_FLOOR`), also for rows without an interval."""
 DRIFT_LIMIT_PCT = 5.0
 """In-trial eager baseline vs the context's eager trial: past this, the speedup is not established."""
 CHANGE_PCT = 5.0

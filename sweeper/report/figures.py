@@ -177,11 +177,12 @@ def overview_bars(summary: pd.DataFrame) -> Figure | None:
             zip(labels, data["best_setting"], data["best_speedup"], data["verdict"])]
     speed = data["best_speedup"].astype(float)
     trace = {"type": "bar", "orientation": "h", "y": labels, "x": _clean(speed),
-             "text": [f"{v:.2f}×" for v in speed], "textposition": "outside",
+             "text": [f"{v:.2f}×" for v in speed], "textposition": "inside", "insidetextanchor": "start",
+             "textfont": {"color": "white"},
              "error_x": {"type": "data", "symmetric": False, "array": _clean((data["best_high"] - speed).fillna(0)),
                          "arrayminus": _clean((speed - data["best_low"]).fillna(0)), "color": "#374151"},
              "customdata": text, "hovertemplate": "%{customdata}<extra></extra>", "marker": {"color": colours}}
-    layout = _layout("Speedup of each context's choice (accurate trials only; 1× = eager; bars: the noise)",
+    layout = _layout("Each context's choice: speedup vs eager (green: compiling pays, orange: eager wins, grey: a tie)",
                      140 + 30 * len(data), margin={"l": 330, "r": 60, "t": 50, "b": 50}, showlegend=False,
                      xaxis=_axis("Throughput speedup vs eager (×)", rangemode="tozero"),
                      yaxis=_axis("", automargin=True, type="category"),
