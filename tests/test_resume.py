@@ -271,3 +271,29 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     assert {p.name for p in out.iterdir()} == {RESULTS_FILE, MANIFEST_FILE, PARTS_DIR}
     assert list((out / PARTS_DIR).iterdir()) == []  # no part, no temp file left
     assert len(read_results([out])) == 1
+
+
+def _as_written_before(out: Path, *settings: str) -> None:
+    """Make the manifest look written by an older sweeper that did not know `settings` yet."""
+    manifest = json.loads((out / MANIFEST_FILE).read_text())
+    for setting in settings:
+        section, key = setting.split(".")
+        del manifest["spec"][section][key]
+    manifest["spec_hash"] = "0" * 16
+    (out / MANIFEST_FILE).write_text(json.dumps(manifest))
+
+
+def test_a_setting_added_since_the_sweep_started_resumes_at_its_default_only(tmp_path, capsys, no_ray,
+                                                                             monkeypatch):
+    spec_path, out, _ = _state_with_rows(tmp_path, {b: "ok" for b in (1, 2, 3, 4)})
+    _as_written_before(out, "measure.megacache_warm_start", "measure.gpu_util")
+    monkeypatch.setattr(no_ray, "connect", lambda address: None)
+    monkeypatch.setattr(no_ray, "resolve_device", lambda spec: "cpu")  # nothing left to run: no sweep starts
+    assert run_cli(["run", str(spec_path), "--results", str(out), "--resume", "--no-report"]) == 0
+    assert len(read_results([out / RESULTS_FILE])) == 4
+    changed = yaml.safe_load(spec_path.read_text())
+    changed["measure"]["gpu_util"] = False  # the new setting, not at its default: the rows did not measure that
+    spec_path.write_text(yaml.safe_dump(changed))
+    capsys.readouterr()
+    assert run_cli(["run", str(spec_path), "--results", str(out), "--resume", "--no-report"]) == 2
+    assert "measure.gpu_util: null -> false" in _one_line_error(capsys)

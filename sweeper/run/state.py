@@ -33,11 +33,17 @@ class SweepError(ValueError):
     """A results directory that cannot be used as asked: the message says why and what to do."""
 
 
-def _diff(old: Any, new: Any, path: str = "") -> list[str]:
+def _diff(old: Any, new: Any, defaults: dict[str, Any], path: str = "") -> list[str]:
+    """What differs between two spec identities, as "path: old -> new"; a setting only one side
+    has is no difference when it is at its default there (`defaults`, by path: it was added to
+    the tool after the other side was written)."""
     if isinstance(old, dict) and isinstance(new, dict):
         out: list[str] = []
         for k in sorted(set(old) | set(new)):
-            out += _diff(old.get(k), new.get(k), f"{path}.{k}" if path else k)
+            sub = f"{path}.{k}" if path else k
+            if (k in old) != (k in new) and sub in defaults and {**old, **new}[k] == defaults[sub]:
+                continue
+            out += _diff(old.get(k), new.get(k), defaults, sub)
         return out
     return [] if old == new else [f"{path}: {json.dumps(old)} -> {json.dumps(new)}"]
 
@@ -88,8 +94,9 @@ class SweepState:
         if not resume:
             raise SweepError(f"{results_dir} already holds sweep {manifest['sweep_id']}: pass --resume to "
                              "finish it, or --results DIR to start a new one")
-        if manifest["spec_hash"] != spec.spec_hash():
-            changes = _diff(manifest["spec"], spec.identity())
+        changes = [] if manifest["spec_hash"] == spec.spec_hash() else _diff(
+            manifest["spec"], spec.identity(), spec.setting_defaults())
+        if changes:
             raise SweepError(f"the spec changed since sweep {manifest['sweep_id']} started, so its finished "
                              f"rows would not match: {'; '.join(changes[:6])}. Resume with the old spec, "
                              "or run the new one with another --results directory")

@@ -98,6 +98,14 @@ class SweepSpec(Strict):
             del found["resources"]["trials_per_gpu"]
         return found
 
+    @staticmethod
+    def setting_defaults() -> dict[str, Any]:
+        """Each measure and resources setting's default, by its path in `identity()` (e.g.
+        "measure.gpu_util"): a setting a sweep's manifest lacks was added after the sweep started,
+        and at its default it measures what the sweep measured without it."""
+        return {f"{name}.{k}": v for name, section in (("measure", MeasureSpec), ("resources", Resources))
+                for k, v in section().model_dump(mode="json").items()}
+
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()[:16]
 
