@@ -49,8 +49,8 @@ class Progress:
                  free: dict[str, float]) -> None:
         """The sweep's first line: how many trials, what each holds, what the cluster has, and
         how many start at once (the others wait: for a slot, or for resources)."""
-        fits = _fits(per_trial, free)
-        now = min(fits, concurrent or fits, self.total)
+        hold = fits(per_trial, free)
+        now = min(hold, concurrent or hold, self.total)
         limit = f"at most {concurrent} at a time" if concurrent else "as many at a time as the cluster holds"
         why = ("" if now >= self.total else
                f"; {self.total - now} wait for a free slot ({limit})" if now else
@@ -64,10 +64,15 @@ class Progress:
         """While trials wait and none runs, a line every `every_s` seconds saying what they wait for
         (`free` asks the cluster what is free, only when a line is due)."""
         now = time.monotonic() if now is None else now
-        if pending and not self.started and now - self.last_wait_line >= every_s:
+        if pending and self.wait_line_due(every_s, now):
             self.last_wait_line = now
             log.info("%d trials waiting for resources: each needs %s, free now: %s", pending,
                      _resources_text(per_trial), _resources_text(free()))
+
+    def wait_line_due(self, every_s: float = 60.0, now: float | None = None) -> bool:
+        """Whether `waiting` would print now (were trials waiting): cheap, so callers can skip counting them."""
+        now = time.monotonic() if now is None else now
+        return not self.started and now - self.last_wait_line >= every_s
 
     def start(self, tid: str, label: str | None = None, now: float | None = None) -> None:
         self.started[tid] = time.monotonic() if now is None else now
@@ -78,6 +83,8 @@ class Progress:
         now = time.monotonic() if now is None else now
         self.durations[tid] = now - self.started.pop(tid, now)
         self.failed += row["status"] != "ok"
+        if not log.isEnabledFor(logging.INFO):
+            return  # the estimate below walks every trial: 2,000 finishes would cost seconds for no line
         status = row["status"] if row["status"] == "ok" else f"{row['status'].upper()}"
         speed = row.get("speedup_vs_eager")
         extra = f" speedup {speed:.2f}x" if isinstance(speed, float) else ""
@@ -119,7 +126,7 @@ class Progress:
 _RESOURCE_NAMES = {"cpu": "CPU", "gpu": "GPU"}
 
 
-def _fits(per_trial: dict[str, float], free: dict[str, float]) -> int:
+def fits(per_trial: dict[str, float], free: dict[str, float]) -> int:
     """How many trials the free resources hold at once (Tune's lower-case names or Ray's)."""
     needs = {_RESOURCE_NAMES.get(k, k): v for k, v in per_trial.items() if v}
     return int(min((free.get(k, 0.0) // v for k, v in needs.items()), default=0))

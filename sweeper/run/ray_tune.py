@@ -38,7 +38,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 from sweeper.run import artifacts, search  # noqa: E402
 from sweeper.run.address import check_client, probe  # noqa: E402
 from sweeper.run.isolate import user_import_path  # noqa: E402
-from sweeper.run.options import CALLBACKS, check_options, storage_uri  # noqa: E402,F401
+from sweeper.run.options import CALLBACKS, check_options, storage_uri, tune_limit  # noqa: E402,F401
 from sweeper.run.progress import Progress, kind  # noqa: E402
 from sweeper.run.state import SweepError, SweepState  # noqa: E402
 from sweeper.spec.schema import SweepSpec  # noqa: E402
@@ -96,14 +96,14 @@ def resolve_device(spec: SweepSpec) -> str:
     return "cuda" if wanted == "cuda" or (wanted == "auto" and gpus > 0) else "cpu"
 
 
-def _trainable(config: dict[str, Any], payloads: dict[str, dict[str, Any]], max_retries: int,
+def _trainable(config: dict[str, Any], payloads: dict[str, str], max_retries: int,
                measure: Callable[..., dict[str, Any]] | None = None, sink: Any = None) -> None:
     """Runs in a Ray worker: measure in fresh subprocesses, have the sink write the row's large
     files (when there is one), report flat metrics and the row."""
     from sweeper.run.isolate import run_trial
 
     tid = config["trial_id"]
-    row = (measure or run_trial)(payloads[tid], max_retries=max_retries)
+    row = (measure or run_trial)(json.loads(payloads[tid]), max_retries=max_retries)
     row["node_ip"] = ray.util.get_node_ip_address()
     row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
     if sink is not None:
@@ -126,9 +126,8 @@ class _Collector(tune.Callback):
         self.progress.start(tid, self.trials[tid].label)
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        pending = [t for t in trials if t.status == "PENDING"]
-        if pending:
-            self.progress.waiting(len(pending), self.resources, ray.available_resources)
+        if self.progress.wait_line_due():  # count the waiting trials only when a line is due: Tune steps often
+            self.progress.waiting(sum(t.status == "PENDING" for t in trials), self.resources, ray.available_resources)
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         tid = _trial_name(trial)
@@ -218,13 +217,13 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
                               known)
 
 
-def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, spec: SweepSpec) -> dict[str, Any]:
-    """What each trial's worker gets. torch reads TORCH_TRACE when imported, so a traced trial
-    starts its measuring processes as new interpreters."""
+def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, spec: SweepSpec) -> dict[str, str]:
+    """What each trial's worker gets, JSON by trial id (cheap to unpickle); traced trials use new interpreters (TORCH_TRACE)."""
     import_path, r = user_import_path(), spec.resources  # where the driver found the spec's factories
-    return {t.trial_id: {"trial": t.to_dict(), "device": device, "import_path": import_path, "pin_cpus": pin_cpus,
-                         "trials_per_gpu": r.trials_per_gpu if device == "cuda" else 1,
-                         "process_start": "subprocess" if t.measure.trace else r.process_start} for t in trials}
+    return {t.trial_id: json.dumps({"trial": t.to_dict(), "device": device, "import_path": import_path,
+                                    "pin_cpus": pin_cpus, "trials_per_gpu": r.trials_per_gpu if device == "cuda" else 1,
+                                    "process_start": "subprocess" if t.measure.trace else r.process_start})
+            for t in trials}
 
 
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
@@ -252,7 +251,8 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
                                          sink=sink)
         grid = tune.Tuner(
             tune.with_resources(trainable, resources),
-            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
+            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned,
+                                        max_concurrent_trials=tune_limit(concurrent, resources, ray.cluster_resources()),
                                         reuse_actors=True, trial_name_creator=_trial_name,
                                         trial_dirname_creator=_trial_name),
             run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
