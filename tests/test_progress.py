@@ -98,12 +98,3 @@ def test_each_trial_start_is_a_line(progress_lines) -> None:
     p.start("a", "m eager bs1 infer fp32", now=0.0)
     p.start("b", "m eager bs2 infer fp32", now=1.0)
     assert progress_lines == ["started m eager bs1 infer fp32 | 1 running", "started m eager bs2 infer fp32 | 2 running"]
-
-
-def test_tune_enforces_a_trial_limit_only_where_the_cluster_holds_more_trials():
-    from sweeper.run.options import tune_limit
-
-    assert tune_limit(8, {"cpu": 1, "gpu": 0}, {"CPU": 8.0}) is None  # resources hold 8 at most anyway
-    assert tune_limit(1, {"cpu": 1, "gpu": 0}, {"CPU": 2.0}) == 1
-    assert tune_limit(2, {"cpu": 4, "gpu": 1}, {"CPU": 64.0, "GPU": 8.0}) == 2
-    assert tune_limit(None, {"cpu": 1, "gpu": 0}, {"CPU": 2.0}) is None

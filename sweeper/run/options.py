@@ -1,12 +1,10 @@
-"""The Tune options of `sweeper run`: where Tune keeps its records (--storage) and which logger
-callbacks it feeds (--callback), checked before Ray starts, and the limit Tune enforces on trials
-at once. No Ray here."""
+"""The Tune options of `sweeper run` that are checked before Ray starts: where Tune keeps its
+records (--storage) and which logger callbacks it feeds (--callback). No Ray here."""
 
 from __future__ import annotations
 
 import importlib.util
 
-from sweeper.run.progress import fits
 from sweeper.run.state import SweepError
 
 CALLBACKS = {"wandb": ("wandb", "ray.air.integrations.wandb", "WandbLoggerCallback"),
@@ -33,14 +31,3 @@ def storage_uri(storage: str) -> str:
     except (pyarrow.ArrowInvalid, pyarrow.ArrowNotImplementedError, OSError, ValueError) as e:
         raise SweepError(f"--storage {storage}: {' '.join(str(e).split())[:200]}") from None
     return storage
-
-
-def tune_limit(concurrent: int | None, per_trial: dict[str, float], cluster: dict[str, float]) -> int | None:
-    """The limit on trials at once that Tune enforces: none where the cluster's resources hold no
-    more than `concurrent` trials anyway. Tune's limiter lets no trial wait staged, so when trials
-    end faster than Ray starts an actor, each finished trial's actor is stopped and a new one
-    started (a process importing Ray Tune: a CPU-second or more); with Ray's resources as the only
-    limit, Tune stages the next trials and hands each a finished trial's actor."""
-    if concurrent is None or fits(per_trial, cluster) <= concurrent:
-        return None
-    return concurrent

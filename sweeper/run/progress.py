@@ -49,7 +49,7 @@ class Progress:
                  free: dict[str, float]) -> None:
         """The sweep's first line: how many trials, what each holds, what the cluster has, and
         how many start at once (the others wait: for a slot, or for resources)."""
-        hold = fits(per_trial, free)
+        hold = _fits(per_trial, free)
         now = min(hold, concurrent or hold, self.total)
         limit = f"at most {concurrent} at a time" if concurrent else "as many at a time as the cluster holds"
         why = ("" if now >= self.total else
@@ -126,7 +126,7 @@ class Progress:
 _RESOURCE_NAMES = {"cpu": "CPU", "gpu": "GPU"}
 
 
-def fits(per_trial: dict[str, float], free: dict[str, float]) -> int:
+def _fits(per_trial: dict[str, float], free: dict[str, float]) -> int:
     """How many trials the free resources hold at once (Tune's lower-case names or Ray's)."""
     needs = {_RESOURCE_NAMES.get(k, k): v for k, v in per_trial.items() if v}
     return int(min((free.get(k, 0.0) // v for k, v in needs.items()), default=0))

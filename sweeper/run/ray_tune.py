@@ -38,7 +38,7 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 from sweeper.run import artifacts, search  # noqa: E402
 from sweeper.run.address import check_client, probe  # noqa: E402
 from sweeper.run.isolate import user_import_path  # noqa: E402
-from sweeper.run.options import CALLBACKS, check_options, storage_uri, tune_limit  # noqa: E402,F401
+from sweeper.run.options import CALLBACKS, check_options, storage_uri  # noqa: E402,F401
 from sweeper.run.progress import Progress, kind  # noqa: E402
 from sweeper.run.state import SweepError, SweepState  # noqa: E402
 from sweeper.spec.schema import SweepSpec  # noqa: E402
@@ -251,8 +251,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
                                          sink=sink)
         grid = tune.Tuner(
             tune.with_resources(trainable, resources),
-            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned,
-                                        max_concurrent_trials=tune_limit(concurrent, resources, ray.cluster_resources()),
+            tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
                                         reuse_actors=True, trial_name_creator=_trial_name,
                                         trial_dirname_creator=_trial_name),
             run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
