@@ -216,3 +216,33 @@ def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path
     assert got["frontDefault"] >= 1 and got["frontSwitched"] >= 1 and got["frontSorted"]
     assert got["xTitle"].startswith("Compile time") and got["yTitle"].startswith("Speedup")
     assert got["errorBars"] > 0
+
+
+LINK_PROBE = """
+<script>
+window.addEventListener('load', function () { setTimeout(function () {
+  var select = document.getElementById('ctx-select');
+  var out = {selected: select.value, visible: Array.prototype.filter.call(document.querySelectorAll('div.ctx'),
+    function (d) { return d.style.display !== 'none'; }).map(function (d) { return d.getAttribute('data-ctx'); })};
+  select.value = select.options[select.options.length - 1].value; select.dispatchEvent(new Event('change'));
+  out.hashAfterChoosing = location.hash;
+  select.value = ''; select.dispatchEvent(new Event('change'));
+  out.hashAfterAll = location.hash;
+  out.errors = window.sweeperErrors.slice();
+  var pre = document.createElement('pre'); pre.id = 'link-probe'; pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+}, 1500); });
+</script>
+"""
+
+
+def test_a_link_to_one_context_opens_it_and_choosing_one_updates_the_link(built, tmp_path: Path, run_chromium) -> None:
+    path, _ = built
+    probe = tmp_path / "link.html"
+    probe.write_text(path.read_text().replace("</body></html>", LINK_PROBE + "</body></html>"))
+    out = run_chromium("--dump-dom", probe.as_uri() + "#ctx=c1")
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = json.loads(html.unescape(re.search(r'<pre id="link-probe">(.*?)</pre>', out.stdout, re.S).group(1)))
+    assert found["selected"] == "c1" and found["visible"] == ["c1"]  # the linked context only
+    assert found["hashAfterChoosing"].startswith("#ctx=c") and found["hashAfterChoosing"] != "#ctx=c1"
+    assert found["hashAfterAll"] == "" and found["errors"] == []

@@ -232,7 +232,14 @@ TAIL_JS = """
     });
   }
   var select = document.getElementById('ctx-select');
-  if (select) select.addEventListener('change', function () { chooseContext(select.value); });
+  if (select) select.addEventListener('change', function () {
+    history.replaceState(null, '', select.value ? '#ctx=' + select.value : location.pathname + location.search);
+    chooseContext(select.value);
+  });
+  var linked = /^#ctx=([\\w-]+)$/.exec(location.hash);  // a link to one context: report.html#ctx=ID
+  if (select && linked && select.querySelector('option[value="' + linked[1] + '"]')) {
+    select.value = linked[1]; chooseContext(linked[1]);
+  }
   window.sweeperChooseContext = chooseContext;
   function chooseContext(id) {
     var jobs = [];
