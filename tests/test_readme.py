@@ -1,4 +1,5 @@
-"""The README's promises that code can check: its schema table and its first two commands."""
+"""The README's promises that code can check: its schema table, its first two commands, and the
+`sweeper recommend` examples it shows on the committed H200 rows."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 from sweeper.results.schema import schema_markdown
 
-from conftest import REPO
+from conftest import REPO, run_cli
 
 
 def _readme() -> str:
@@ -24,6 +25,16 @@ def test_first_lines_are_the_main_job_and_the_tests_and_ci_runs_the_latter():
     assert commands[0].endswith("sweeper run experiments/smoke.yaml")
     assert commands[1].endswith("pytest")
     assert commands[1] in (REPO / ".ci" / "run").read_text()
+
+
+def test_recommend_examples_are_what_recommend_prints_for_the_committed_rows(capsys):
+    blocks = re.findall(r"```\n\$ (sweeper recommend (?:[^\n]*\\\n)*[^\n]*)\n(.*?)\n```", _readme(), re.S)
+    assert len(blocks) >= 2, "the README shows recommend's output"
+    for command, shown in blocks:
+        args = command.replace("\\\n", " ").split()[1:]
+        capsys.readouterr()
+        run_cli(args)
+        assert capsys.readouterr().out.strip() == shown.strip(), f"README example out of date: {command}"
 
 
 if __name__ == "__main__":  # refresh the README's schema table
