@@ -194,16 +194,22 @@ window.addEventListener('load', function () { setTimeout(function () {
 """
 
 
+def _probe(report: Path, tmp_path: Path, run_chromium, script: str, pre_id: str, fragment: str = "") -> dict:
+    """Open the report with `script` added in headless Chromium; what the script left in <pre id=pre_id>."""
+    probe = tmp_path / f"{pre_id}.html"
+    probe.write_text(report.read_text().replace("</body></html>", script + "</body></html>"))
+    out = run_chromium("--dump-dom", probe.as_uri() + fragment)
+    assert out.returncode == 0, out.stderr[-2000:]
+    found = re.search(rf'<pre id="{pre_id}">(.*?)</pre>', out.stdout, re.S)
+    assert found, out.stderr[-3000:]
+    assert "Uncaught" not in out.stderr
+    return json.loads(html.unescape(found.group(1)))
+
+
 def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path: Path, run_chromium) -> None:
     path, df = built
-    probe = tmp_path / "controls.html"
-    probe.write_text(path.read_text().replace("</body></html>", CONTROLS_PROBE + "</body></html>"))
-    out = run_chromium("--dump-dom", probe.as_uri())
-    assert out.returncode == 0, out.stderr[-2000:]
-    found = re.search(r'<pre id="controls-probe">(.*?)</pre>', out.stdout, re.S)
-    assert found, out.stderr[-3000:]
-    got = json.loads(html.unescape(found.group(1)))
-    assert got["errors"] == [] and "Uncaught" not in out.stderr
+    got = _probe(path, tmp_path, run_chromium, CONTROLS_PROBE, "controls-probe")
+    assert got["errors"] == []
     d = rows.prepare(df)
     plotted = d[d["status"].eq("ok") & d["peak_mem_gib"].gt(0) & d["throughput_items_s"].gt(0)]
     per_context = plotted.groupby(ranking.CONTEXT, dropna=False, sort=True).size()
@@ -237,12 +243,7 @@ window.addEventListener('load', function () { setTimeout(function () {
 
 
 def test_a_link_to_one_context_opens_it_and_choosing_one_updates_the_link(built, tmp_path: Path, run_chromium) -> None:
-    path, _ = built
-    probe = tmp_path / "link.html"
-    probe.write_text(path.read_text().replace("</body></html>", LINK_PROBE + "</body></html>"))
-    out = run_chromium("--dump-dom", probe.as_uri() + "#ctx=c1")
-    assert out.returncode == 0, out.stderr[-2000:]
-    found = json.loads(html.unescape(re.search(r'<pre id="link-probe">(.*?)</pre>', out.stdout, re.S).group(1)))
+    found = _probe(built[0], tmp_path, run_chromium, LINK_PROBE, "link-probe", fragment="#ctx=c1")
     assert found["selected"] == "c1" and found["visible"] == ["c1"]  # the linked context only
     assert found["hashAfterChoosing"].startswith("#ctx=c") and found["hashAfterChoosing"] != "#ctx=c1"
     assert found["hashAfterAll"] == "" and found["errors"] == []
