@@ -318,14 +318,14 @@ def test_new_columns_are_schema_columns(tmp_path):
     assert Trial.from_json(compiled.to_json()) == compiled
 
 
-def test_reported_interval_is_never_narrower_than_the_run_to_run_floor():
-    from sweeper.measure.timing import RUN_TO_RUN_FLOOR, speedup_interval
+def test_the_in_trial_interval_is_never_narrower_than_its_floor():
+    from sweeper.measure.timing import IN_TRIAL_FLOOR, speedup_interval
 
     low, high = speedup_interval(_stats([2.0] * 16), _stats([1.0] * 16))
-    assert (low, high) == pytest.approx((2.0 * (1 - RUN_TO_RUN_FLOOR), 2.0 * (1 + RUN_TO_RUN_FLOOR)))
+    assert (low, high) == pytest.approx((2.0 * (1 - IN_TRIAL_FLOOR), 2.0 * (1 + IN_TRIAL_FLOOR)))
     rng = random.Random(3)
     wide = speedup_interval(_stats([2.0 * (1 + 0.5 * rng.random()) for _ in range(16)]), _stats([1.0] * 16))
-    assert wide[1] - wide[0] > 4 * RUN_TO_RUN_FLOOR * 2.0  # noisy windows keep their own, wider interval
+    assert wide[1] - wide[0] > 4 * IN_TRIAL_FLOOR * 2.0  # noisy windows keep their own, wider interval
 
 
 def _context_rows(eager_spread_pct: float, in_trial_eager_items_s: float) -> pd.DataFrame:
@@ -345,7 +345,9 @@ def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eage
     from sweeper.analysis.drift import (RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR, eager_trial_speedup,
                                         reported_interval)
 
-    assert 0.02 < RUN_TO_RUN_FLOOR < UNSTABLE_BASELINE_FLOOR
+    from sweeper.measure.timing import IN_TRIAL_FLOOR
+
+    assert IN_TRIAL_FLOOR < RUN_TO_RUN_FLOOR < UNSTABLE_BASELINE_FLOOR
     stable = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=100.0)
     low, high = reported_interval(stable)
     assert (low[1], high[1]) == pytest.approx((3.0 * (1 - RUN_TO_RUN_FLOOR), 3.0 * (1 + RUN_TO_RUN_FLOOR)))
