@@ -344,7 +344,6 @@ def _context_rows(eager_spread_pct: float, in_trial_eager_items_s: float) -> pd.
 def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eager_trial():
     from sweeper.analysis.drift import (RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR, eager_trial_speedup,
                                         reported_interval)
-
     from sweeper.measure.timing import IN_TRIAL_FLOOR
 
     assert IN_TRIAL_FLOOR < RUN_TO_RUN_FLOOR < UNSTABLE_BASELINE_FLOOR
