@@ -153,11 +153,11 @@ def main() -> int:
         at_once, alone = _load(root, "at_once"), _load(root, "alone")
         at_once["eager_spread"] = baseline_spread_pct(at_once)
         out += ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
-    for prefix, first in (("repeat", "at_once"), ("single_repeat", None)):
-        runs = _runs(root, prefix, first)
+    repeated = {prefix: _runs(root, prefix, first) for prefix, first in (("repeat", "at_once"), ("single_repeat", None))}
+    for prefix, runs in repeated.items():
         if len(runs) > 1:
             out += [f"## Run to run ({prefix})", *repeats(runs), ""]
-    every = {**({"alone": _load(root, "alone")} if (root / "alone").exists() else {}), **_runs(root, "repeat", "at_once")}
+    every = {**({"alone": _load(root, "alone")} if (root / "alone").exists() else {}), **repeated["repeat"]}
     if len(every) > 1:
         out += ["## Between two runs of one setting (" + ", ".join(every) + ")", *run_to_run(every), ""]
     if (root / "train").exists():

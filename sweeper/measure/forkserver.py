@@ -7,7 +7,8 @@ process's modules and what making a `torch.compile` wrapper imports, and then do
 it never runs a tensor operation (no intra-op thread pool exists to be broken by a fork), never
 initializes CUDA and never compiles (its wrappers are never called), so dynamo's and inductor's
 state in it is what importing leaves: empty counters, no cache, no compile workers, no Triton
-driver (all checked before every fork). Per request it forks a child that, before any measuring code runs:
+driver (all checked before every fork). Per request it forks a child that, before any measuring
+code runs:
 
 - starts its own session and process group (so a timeout kill reaches it and everything it
   started) and dies with the server;

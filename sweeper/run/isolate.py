@@ -183,10 +183,10 @@ def run_trial(payload: dict[str, Any], max_retries: int = 1) -> dict[str, Any]:
         return _run_pinned(payload, max_retries, cpus)
 
 
-def _phases_of(tag: str, row: dict[str, Any], process_s: float) -> dict[str, float]:
-    """A later process's own phases, named `TAG.PHASE`, and `TAG.exit`: what its process time holds
-    beyond them (interpreter exit, CUDA context teardown, the row's way back)."""
-    phases = json.loads(row.get("phase_s_json") or "{}")
+def _phases_of(tag: str, phase_s_json: str | None, process_s: float) -> dict[str, float]:
+    """A later process's own phases (its row's `phase_s_json`), named `TAG.PHASE`, and `TAG.exit`:
+    what its process time holds beyond them (interpreter exit, CUDA context teardown, the row's way back)."""
+    phases = json.loads(phase_s_json or "{}")
     return {**{f"{tag}.{k}": v for k, v in phases.items()}, f"{tag}.exit": max(0.0, process_s - sum(phases.values()))}
 
 
@@ -199,7 +199,7 @@ def _warm_processes(payload: dict[str, Any], workdir: Path, row: dict[str, Any],
         payload = {**payload, "steady_step_s": row["first_call_s"] - row["compile_s"]}  # what compile_s left out
     warm = run_process(payload, workdir, workdir / "cache", deadline - time.monotonic(), warm=True, cpus=cpus)
     processes = {"warm_process": warm.pop("_process_s")}
-    processes.update(_phases_of("warm", warm, processes["warm_process"]))
+    processes.update(_phases_of("warm", warm.get("phase_s_json"), processes["warm_process"]))
     if warm.get("status") == "ok":
         row.update(warm_compile_s=warm["warm_compile_s"], warm_first_call_s=warm["warm_first_call_s"],
                    compiled_need_reserved_gib=warm.get("compiled_need_reserved_gib"))
@@ -209,8 +209,7 @@ def _warm_processes(payload: dict[str, Any], workdir: Path, row: dict[str, Any],
         mega = artifacts.warm_start(run_process, payload, workdir, deadline - time.monotonic(), cpus)
         if mega:
             processes["megacache_process"] = mega.pop("_process_s")
-            own = {"phase_s_json": mega.pop("_phase_s_json", None)}
-            processes.update(_phases_of("megacache", own, processes["megacache_process"]))
+            processes.update(_phases_of("megacache", mega.pop("_phase_s_json", None), processes["megacache_process"]))
         row.update(mega)
     return processes
 

@@ -49,8 +49,8 @@ class Progress:
                  free: dict[str, float]) -> None:
         """The sweep's first line: how many trials, what each holds, what the cluster has, and
         how many start at once (the others wait: for a slot, or for resources)."""
-        hold = _fits(per_trial, free)
-        now = min(hold, concurrent or hold, self.total)
+        fits = _fits(per_trial, free)
+        now = min(fits, concurrent or fits, self.total)
         limit = f"at most {concurrent} at a time" if concurrent else "as many at a time as the cluster holds"
         why = ("" if now >= self.total else
                f"; {self.total - now} wait for a free slot ({limit})" if now else

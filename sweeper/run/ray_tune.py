@@ -174,7 +174,7 @@ def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
         return r.cpus_per_trial, True
     if device != "cuda":
         return 1, False
-    shares = [int(n["Resources"]["CPU"] * spec.resources.gpu_share // n["Resources"]["GPU"])
+    shares = [int(n["Resources"]["CPU"] * r.gpu_share // n["Resources"]["GPU"])
               for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU") and n["Resources"].get("CPU")]
     return max(1, min(shares, default=1)), True
 
@@ -218,7 +218,8 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
 
 
 def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, spec: SweepSpec) -> dict[str, str]:
-    """What each trial's worker gets, JSON by trial id (cheap to unpickle); traced trials use new interpreters (TORCH_TRACE)."""
+    """What each trial's worker gets, as JSON by trial id (cheap to unpickle in every worker).
+    torch reads TORCH_TRACE when imported, so a traced trial's measuring processes are new interpreters."""
     import_path, r = user_import_path(), spec.resources  # where the driver found the spec's factories
     return {t.trial_id: json.dumps({"trial": t.to_dict(), "device": device, "import_path": import_path,
                                     "pin_cpus": pin_cpus, "trials_per_gpu": r.trials_per_gpu if device == "cuda" else 1,
