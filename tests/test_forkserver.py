@@ -109,3 +109,49 @@ def test_a_fork_server_killed_under_a_trial_is_a_crashed_row_and_is_replaced(tmp
     (quick,) = _probe_trials(facts_dir, "aot_eager")
     assert isolate.run_trial(_payload(quick), max_retries=0)["status"] == "ok"  # on a new server
     assert _facts(facts_dir)[-1]["ppid"] != child["ppid"]
+
+
+_GUARD_PROBE = """
+import os, sys
+os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+from sweeper.measure import forkserver as fs
+import torch
+
+watch = fs._GuardWatch()
+before = fs.fork_guard_set()
+def users_plugin():
+    return torch.cuda.is_available()  # torch's default check asks the CUDA runtime: sets the guard
+users_plugin()
+watch.stop()
+print(before, fs.fork_guard_set(), watch.first)
+"""
+
+
+def test_the_cuda_fork_guard_is_seen_and_its_caller_named():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _GUARD_PROBE], capture_output=True, text=True, check=True,
+                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout.split(maxsplit=2)
+    assert out[:2] == ["False", "True"]  # usable before, not after: a forked child would refuse CUDA
+    assert "users_plugin" in out[2]  # the message names who asked
+
+
+def test_a_server_that_cannot_fork_leaves_trials_to_new_interpreters(tmp_path):
+    """A user's environment sets the fork guard while the server imports (here a sitecustomize on
+    the import path): the server says so and exits; the trial runs in new interpreters, correctly."""
+    facts_dir, site = tmp_path / "facts", tmp_path / "site"
+    facts_dir.mkdir()
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import torch\ntorch.cuda.is_available()\n")
+    (trial,) = _probe_trials(facts_dir, "aot_eager")
+    payload = _payload(trial)
+    payload["import_path"].append(str(site))
+    rows = [_in_a_thread(isolate.run_trial, payload, max_retries=0) for _ in range(2)]
+    assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
+    facts = _facts(facts_dir)
+    assert len(facts) == 2 and not any(f["forked"] for f in facts)
+    assert all(f["ppid"] == os.getpid() for f in facts)  # started by this worker, one interpreter each
+    from sweeper.run import forks
+
+    assert any("fork guard" in why and "before the server's own imports" in why for why in forks._unusable.values())

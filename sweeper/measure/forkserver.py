@@ -7,8 +7,14 @@ process's modules and what making a `torch.compile` wrapper imports, and then do
 it never runs a tensor operation (no intra-op thread pool exists to be broken by a fork), never
 initializes CUDA and never compiles (its wrappers are never called), so dynamo's and inductor's
 state in it is what importing leaves: empty counters, no cache, no compile workers, no Triton
-driver (all checked before every fork). Per request it forks a child that, before any measuring
-code runs:
+driver (all checked before every fork). Nor may importing set torch's CUDA fork guard: a
+`torch.cuda.is_available()` that asks the CUDA runtime for its device count (torch's default
+check) makes every later fork a child that refuses CUDA ("Cannot re-initialize CUDA in forked
+subprocess"), without initializing anything. The server asks NVML instead
+(PYTORCH_NVML_BASED_CUDA_CHECK=1, its own environment only), and after its imports forks one
+probe child to see that fork is still usable; if it is not, it says which call set the guard and
+exits, and the worker starts its measuring processes as new interpreters. Per request it forks a
+child that, before any measuring code runs:
 
 - starts its own session and process group (so a timeout kill reaches it and everything it
   started) and dies with the server;
@@ -34,6 +40,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 PRELOAD = ("torch", "torchvision", "transformers", "sweeper.zoo.vision", "sweeper.zoo.nlp", "sweeper.zoo.recurrent",
@@ -56,6 +63,42 @@ def preload() -> float:
         getattr(transformers, cls)
     _preload_compile()
     return time.monotonic() - t0
+
+
+class _GuardWatch:
+    """While the server imports: who asks the CUDA runtime for its device count (which sets torch's
+    fork guard). Notes the first caller's frames outside torch; the call itself goes through."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.first: str | None = None
+        self._c, self._original = torch._C, getattr(torch._C, "_cuda_getDeviceCount", None)
+        if self._original is not None:
+            self._c._cuda_getDeviceCount = self._count
+
+    def _count(self) -> int:
+        if self.first is None:
+            import traceback
+
+            frames = [f for f in traceback.extract_stack()[:-1] if f"{os.sep}torch{os.sep}cuda{os.sep}" not in f.filename]
+            self.first = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames[-4:]))
+        return self._original()
+
+    def stop(self) -> None:
+        if self._original is not None:
+            self._c._cuda_getDeviceCount = self._original
+
+
+def fork_guard_set() -> bool:
+    """Whether a child forked now would refuse CUDA (torch's fork guard): one probe child asks."""
+    pid = os.fork()
+    if pid == 0:
+        import torch
+
+        os._exit(3 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
 
 
 def _preload_compile() -> None:
@@ -147,9 +190,29 @@ def _reply(message: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
+_BEFORE_IMPORTS = "something that ran before the server's own imports, e.g. a sitecustomize or .pth file"
+
+
+def _start() -> None:
+    """Import, then say ready, or why this server cannot fork measuring processes (and exit)."""
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() without the fork guard
+    import torch  # noqa: F401 - imported before the watch goes on torch._C
+
+    watch = _GuardWatch()
+    try:
+        preload_s = preload()
+    finally:
+        watch.stop()
+    if fork_guard_set():
+        _reply({"ready": False, "error": "importing torch and the zoo set torch's CUDA fork guard (a CUDA "
+                f"device count was asked by {watch.first or _BEFORE_IMPORTS}); forked children could not use CUDA"})
+        sys.exit(0)
+    _reply({"ready": True, "preload_s": round(preload_s, 3)})
+
+
 def serve() -> None:
     """One request at a time: fork, say the child's pid, wait for it, say how it ended."""
-    _reply({"ready": True, "preload_s": round(preload(), 3)})
+    _start()
     gc.collect()
     gc.freeze()  # the imported objects: never scanned by a child's collections, so never copied into it
     for line in sys.stdin:

@@ -31,6 +31,11 @@ class ForkServerDied(RuntimeError):
     """The fork server ended while starting or serving a child."""
 
 
+class ForkServerUnusable(RuntimeError):
+    """The fork server started but cannot fork measuring processes (it says why): start them as new
+    interpreters instead."""
+
+
 def die_with_parent() -> None:
     """Linux, in a new process before it runs anything: be killed when the thread that started it
     ends (PR_SET_PDEATHSIG)."""
@@ -58,6 +63,9 @@ class ForkServer:
         if message is None:
             self.close()
             raise ForkServerDied(f"the fork server did not start within {START_TIMEOUT_S:g} s")
+        if not message.get("ready"):
+            self.close()
+            raise ForkServerUnusable(message.get("error", "the fork server is not usable"))
         self.preload_s = float(message["preload_s"])
 
     def alive(self) -> bool:
@@ -106,6 +114,8 @@ class ForkServer:
 
 _LAUNCHER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sweeper-forkserver-launcher")
 _servers: dict[tuple[str, ...], ForkServer] = {}
+_unusable: dict[tuple[str, ...], str] = {}
+"""Import paths whose fork server said it cannot fork (asked once per worker)."""
 _lock = threading.Lock()
 
 
@@ -114,9 +124,16 @@ def server_for(env: dict[str, str]) -> ForkServer:
     The server's environment is the child's minus what differs per trial; children get their own."""
     key = (env.get("PYTHONPATH", ""),)
     with _lock:
+        if key in _unusable:
+            raise ForkServerUnusable(_unusable[key])
         server = _servers.get(key)
         if server is None or not server.alive():
             t0 = time.monotonic()
-            server = _servers[key] = ForkServer(env)
+            try:
+                server = _servers[key] = ForkServer(env)
+            except ForkServerUnusable as e:
+                _unusable[key] = str(e)
+                log.warning("measuring processes start as new interpreters: %s", e)
+                raise
             log.info("fork server started in %.1f s (imports %.1f s)", time.monotonic() - t0, server.preload_s)
         return server

@@ -120,8 +120,12 @@ def _run_subprocess(args: list[str], env: dict[str, str], err_file: Path, cpus: 
 
 def _run_forked(args: list[str], env: dict[str, str], err_file: Path, cpus: list[int] | None,
                 timeout_s: float) -> tuple[int, bool]:
-    """The same measuring process forked from this worker's fork server (imports already done)."""
-    server = forks.server_for({k: v for k, v in env.items() if k not in PER_TRIAL_ENV})
+    """The same measuring process forked from this worker's fork server (imports already done), or
+    a new interpreter where that server cannot fork (it said why, once, in the worker's log)."""
+    try:
+        server = forks.server_for({k: v for k, v in env.items() if k not in PER_TRIAL_ENV})
+    except forks.ForkServerUnusable:
+        return _run_subprocess(args, env, err_file, cpus, timeout_s)
     pid = server.start(args, env, err_file, cpus)
     code = server.wait(max(timeout_s, 1.0))
     if code is None:  # timed out: the server reaps it once killed
