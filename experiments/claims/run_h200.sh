@@ -16,7 +16,7 @@ ray start --head --num-gpus="$gpus" --include-dashboard=false --disable-usage-st
 t0=$(date +%s)
 pids=()
 for part in autotune train vit_b_16 lstm; do  # the longest trials (max-autotune) first
-  python3 -m sweeper run "experiments/claims/$part.yaml" --address auto --results "$out/$part" --no-report \
+  python3 -m sweeper run "experiments/claims/$part.yaml" --address auto --results "$out/$part" --no-report --resume \
     >"$out/$part.log" 2>&1 &
   pids+=($!)
   sleep 5
