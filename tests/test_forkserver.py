@@ -137,21 +137,36 @@ def test_the_cuda_fork_guard_is_seen_and_its_caller_named():
     assert "users_plugin" in out[2]  # the message names who asked
 
 
-def test_a_server_that_cannot_fork_leaves_trials_to_new_interpreters(tmp_path):
-    """A user's environment sets the fork guard while the server imports (here a sitecustomize on
-    the import path): the server says so and exits; the trial runs in new interpreters, correctly."""
-    facts_dir, site = tmp_path / "facts", tmp_path / "site"
-    facts_dir.mkdir()
+def _poisoned_site(tmp_path: Path) -> Path:
+    """A user's environment that sets torch's CUDA fork guard when Python starts (a sitecustomize)."""
+    site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text("import torch\ntorch.cuda.is_available()\n")
+    return site
+
+
+@pytest.mark.parametrize("needs_cuda", [True, False])
+def test_a_fork_guard_set_before_the_server_imports(tmp_path, monkeypatch, needs_cuda):
+    """Children that are to use CUDA: the server says why it cannot fork them and exits, and the
+    trial runs in new interpreters, correctly. CPU children: the guard does not concern them."""
+    from sweeper.measure.forkserver import NEEDS_CUDA_ENV
+    from sweeper.run import forks
+
+    facts_dir = tmp_path / "facts"
+    facts_dir.mkdir()
+    if needs_cuda:  # as isolate sets it for a CUDA trial; the trial itself measures on this CPU
+        monkeypatch.setenv(NEEDS_CUDA_ENV, "1")
     (trial,) = _probe_trials(facts_dir, "aot_eager")
     payload = _payload(trial)
-    payload["import_path"].append(str(site))
+    payload["import_path"].append(str(_poisoned_site(tmp_path)))
     rows = [_in_a_thread(isolate.run_trial, payload, max_retries=0) for _ in range(2)]
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     facts = _facts(facts_dir)
-    assert len(facts) == 2 and not any(f["forked"] for f in facts)
-    assert all(f["ppid"] == os.getpid() for f in facts)  # started by this worker, one interpreter each
-    from sweeper.run import forks
-
-    assert any("fork guard" in why and "before the server's own imports" in why for why in forks._unusable.values())
+    assert len(facts) == 2
+    refused = [why for key, why in forks._unusable.items() if str(tmp_path) in key[0]]
+    if needs_cuda:
+        assert not any(f["forked"] for f in facts)
+        assert all(f["ppid"] == os.getpid() for f in facts)  # started by this worker, one interpreter each
+        assert len(refused) == 1 and "fork guard" in refused[0] and "before the server's own imports" in refused[0]
+    else:
+        assert all(f["forked"] for f in facts) and len({f["ppid"] for f in facts}) == 1 and not refused

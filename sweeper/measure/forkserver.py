@@ -12,8 +12,9 @@ driver (all checked before every fork). Nor may importing set torch's CUDA fork 
 check) makes every later fork a child that refuses CUDA ("Cannot re-initialize CUDA in forked
 subprocess"), without initializing anything. The server asks NVML instead
 (PYTORCH_NVML_BASED_CUDA_CHECK=1, its own environment only), and after its imports forks one
-probe child to see that fork is still usable; if it is not, it says which call set the guard and
-exits, and the worker starts its measuring processes as new interpreters. Per request it forks a
+probe child to see that fork is still usable; if it is not and its children are to use CUDA
+(NEEDS_CUDA_ENV), it says which call set the guard and exits, and the worker starts its measuring
+processes as new interpreters (CPU children never touch CUDA: the guard does not concern them). Per request it forks a
 child that, before any measuring code runs:
 
 - starts its own session and process group (so a timeout kill reaches it and everything it
@@ -43,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+NEEDS_CUDA_ENV = "SWEEPER_FORKSERVER_CUDA"
+"""Set to 1 in the server's environment when its children measure on CUDA."""
 PRELOAD = ("torch", "torchvision", "transformers", "sweeper.zoo.vision", "sweeper.zoo.nlp", "sweeper.zoo.recurrent",
            "sweeper.measure.process")
 """Modules imported once by the server; a zoo NLP model's transformers classes come with them."""
@@ -203,7 +206,7 @@ def _start() -> None:
         preload_s = preload()
     finally:
         watch.stop()
-    if fork_guard_set():
+    if os.environ.get(NEEDS_CUDA_ENV) == "1" and fork_guard_set():
         _reply({"ready": False, "error": "importing torch and the zoo set torch's CUDA fork guard (a CUDA "
                 f"device count was asked by {watch.first or _BEFORE_IMPORTS}); forked children could not use CUDA"})
         sys.exit(0)

@@ -22,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sweeper.measure.forkserver import NEEDS_CUDA_ENV
+
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 300.0
 """How long the server may take to import torch and friends (minutes on a loaded small host)."""
@@ -122,7 +124,7 @@ _lock = threading.Lock()
 def server_for(env: dict[str, str]) -> ForkServer:
     """This worker's fork server for measuring processes with this import path (started if needed).
     The server's environment is the child's minus what differs per trial; children get their own."""
-    key = (env.get("PYTHONPATH", ""),)
+    key = (env.get("PYTHONPATH", ""), env.get(NEEDS_CUDA_ENV, ""))
     with _lock:
         if key in _unusable:
             raise ForkServerUnusable(_unusable[key])

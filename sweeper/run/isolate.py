@@ -27,6 +27,7 @@ import psutil
 
 import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.measure.forkserver import NEEDS_CUDA_ENV
 from sweeper.results import traces
 from sweeper.run import artifacts, forks
 from sweeper.run.cpus import cpu_slot
@@ -162,6 +163,8 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
     if not warm and payload["trial"]["measure"].get("trace"):
         env["TORCH_TRACE"] = str(cache_dir / "trace")  # wiped with the cache before each attempt
+    if payload.get("device") == "cuda":
+        env[NEEDS_CUDA_ENV] = "1"
     start = _run_forked if payload.get("process_start") == "forkserver" else _run_subprocess
     try:
         code, timed_out = start(args, env, err_file, cpus, timeout_s)
