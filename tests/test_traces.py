@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import sys
 import re
 
 import pandas as pd
@@ -35,10 +36,14 @@ def test_trace_of_an_unknown_trial_or_without_tlparse_is_one_line(tmp_path, caps
     (tmp_path / "traces" / "abc123456789.log.gz").write_bytes(gzip.compress(b"x"))
     assert run_cli(["trace", str(tmp_path), "fff"]) == 2
     assert "no trace of trial 'fff' (1 traced trials: abc123456789)" in capsys.readouterr().err
-    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # a virtual environment not activated: tlparse beside its Python
+    assert run_cli(["trace", str(tmp_path), "abc", "-o", str(tmp_path / "html")]) == 0  # found, and run
+    assert (tmp_path / "html" / "index.html").exists()
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))  # and a Python without it
     assert run_cli(["trace", str(tmp_path), "abc"]) == 2
     err = capsys.readouterr().err
-    assert err == "sweeper: error: sweeper trace needs tlparse on PATH: pip install tlparse (or sweeper's trace extra)\n"
+    assert err == ("sweeper: error: sweeper trace needs tlparse (on PATH or beside this Python): "
+                   "pip install tlparse (or sweeper's trace extra)\n")
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ import argparse
 import gzip
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -41,9 +42,10 @@ def find_trace(results: Path, trial_id: str) -> Path:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     trace = find_trace(args.results, args.trial_id)
-    tlparse = shutil.which("tlparse")
+    # on PATH, or beside this Python (a virtual environment's scripts, run without activating it)
+    tlparse = shutil.which("tlparse") or shutil.which("tlparse", path=str(Path(sys.executable).parent))
     if tlparse is None:
-        raise ResultsError("sweeper trace needs tlparse on PATH: pip install tlparse (or sweeper's trace extra)")
+        raise ResultsError("sweeper trace needs tlparse (on PATH or beside this Python): pip install tlparse (or sweeper's trace extra)")
     with tempfile.TemporaryDirectory(prefix="sweeper-trace-") as tmp:
         log = Path(tmp) / trace.name.removesuffix(".gz")
         log.write_bytes(gzip.decompress(trace.read_bytes()))
