@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -126,3 +127,25 @@ def test_header_says_when_trials_shared_a_gpu(rows: list[dict]) -> None:
               for i, r in enumerate(rows[:40])]
     text = report.build_html(pd.DataFrame(shared))
     assert "<b>40 trials shared a GPU</b> (a neighbour compiled during 20% of their timed windows)" in text
+
+
+def test_speedup_colours_are_anchored_at_one_and_symmetric_in_ratio(rows: list[dict]) -> None:
+    """2x faster is as green as 2x slower is orange, and 1x is the scale's middle, whatever range
+    the speedups span (a linear scale from 1.9x to 8.5x once coloured every 2x cell orange)."""
+    figs = figures(report.build_html(pd.DataFrame(rows)))
+    heat = [f for f in figs if f["kind"] == "heatmap"]
+    lines = [f["data"][0] for f in figs if f["kind"] == "parcoords"]
+    assert heat and lines
+    for fig in heat:
+        (trace,) = fig["data"]
+        assert trace["zmin"] == -trace["zmax"] and trace["zmax"] >= 1
+        for z_row, text_row in zip(trace["z"], trace["text"]):
+            for z, text in zip(z_row, text_row):
+                if z is not None:  # the colour value is log2 of the speedup the cell shows
+                    assert z == pytest.approx(math.log2(float(text.rstrip("×"))), abs=0.01)
+        bar = trace["colorbar"]
+        assert "1×" in bar["ticktext"] and bar["tickvals"][bar["ticktext"].index("1×")] == 0
+    for trace in lines:  # each line's colour is log2 of its speedup axis value
+        line, (speedups,) = trace["line"], [d["values"] for d in trace["dimensions"] if d["label"] == "speedup ×"]
+        assert line["cmin"] == -line["cmax"] and len(line["color"]) == len(speedups)
+        assert line["color"] == pytest.approx([math.log2(v) if v > 0 else 0.0 for v in speedups], abs=0.01)

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from sweeper.report import figures
 from sweeper.report import page as report
 from sweeper.analysis import frames as rows
 from sweeper.analysis import ranking
@@ -174,6 +175,16 @@ window.addEventListener('load', function () { setTimeout(function () {
       var scatterSel = block.querySelector('select[data-axis=x]');
       var fig = window.sweeperFigs[scatterSel.getAttribute('data-fig')];
       out.frontDefault = fig.front.x.length;
+      var axesNow = function () {
+        var gd = document.getElementById(fig.id);
+        return ['x', 'y'].map(function (a) {
+          var ax = gd.layout[a + 'axis'];
+          return {type: ax.type, tickvals: ax.tickvals || null, ticktext: ax.ticktext || null,
+                  shown: Array.prototype.map.call(gd.querySelectorAll('.' + a + 'tick text'),
+                                                  function (t) { return t.textContent; })};
+        });
+      };
+      out.axes = axesNow();
       scatterSel.value = 'compile'; scatterSel.dispatchEvent(new Event('change'));
       var ySel = block.querySelector('select[data-axis=y]');
       ySel.value = 'speedup'; ySel.dispatchEvent(new Event('change'));
@@ -183,6 +194,7 @@ window.addEventListener('load', function () { setTimeout(function () {
         out.frontSwitched = fig.front.x.length;
         out.frontSorted = fig.front.x.every(function (v, i, a) { return i === 0 || a[i - 1] <= v; });
         out.errorBars = gd.querySelectorAll('.errorbar').length;
+        out.axes = out.axes.concat(axesNow());
         out.errors = window.sweeperErrors.slice();
         var pre = document.createElement('pre'); pre.id = 'controls-probe'; pre.textContent = JSON.stringify(out);
         document.body.appendChild(pre);
@@ -222,6 +234,11 @@ def test_controls_switch_context_brush_parcoords_and_choose_axes(built, tmp_path
     assert got["frontDefault"] >= 1 and got["frontSwitched"] >= 1 and got["frontSorted"]
     assert got["xTitle"].startswith("Compile time") and got["yTitle"].startswith("Speedup")
     assert got["errorBars"] > 0
+    logs = [a for a in got["axes"] if a["type"] == "log"]
+    assert logs  # the synthetic rows span more than 30x on some axis, before or after switching
+    for axis in logs:  # whole labels ("2k", not plotly's "2"), the same as the report's Python draws
+        assert axis["ticktext"] == [figures.si_text(v) for v in axis["tickvals"]]
+        assert axis["shown"] and set(axis["shown"]) <= set(axis["ticktext"])
 
 
 LINK_PROBE = """

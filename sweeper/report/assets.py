@@ -152,6 +152,22 @@ TAIL_JS = """
   };
 
   // Pareto scatter: choosable objectives, the front of the two shown drawn as a line
+  // ticks of a log axis, as figures.log_ticks: 1-2-5 per decade up to three decades, whole labels
+  function siText(v) {
+    var units = [[1e9, 'G'], [1e6, 'M'], [1e3, 'k']];
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(v) >= units[i][0]) { return +(v / units[i][0]).toPrecision(6) + units[i][1]; }
+    }
+    return String(+v.toPrecision(6));
+  }
+  function logTicks(lo, hi) {
+    var first = Math.floor(Math.log10(lo)), last = Math.ceil(Math.log10(hi));
+    var steps = last - first > 3 ? [1] : [1, 2, 5], vals = [], text = [];
+    for (var k = first; k <= last; k++) {
+      steps.forEach(function (m) { var v = +(m * Math.pow(10, k)).toPrecision(6); vals.push(v); text.push(siText(v)); });
+    }
+    return {vals: vals, text: text};
+  }
   function axisOf(f, key) { return f.explore.axes.filter(function (a) { return a.key === key; })[0]; }
   function setAxes(f) {
     var gd = document.getElementById(f.id), e = f.explore, cols = e.columns;
@@ -172,7 +188,11 @@ TAIL_JS = """
           .filter(function (v) { return v !== null && v > 0; });
         var lo = Math.min.apply(null, vals), hi = Math.max.apply(null, vals);
         lay[p[0] + '.title.text'] = axisOf(f, p[1]).title;
-        lay[p[0] + '.type'] = vals.length && hi / lo > 30 ? 'log' : 'linear';
+        var log = vals.length && hi / lo > 30, ticks = log ? logTicks(lo, hi) : null;
+        lay[p[0] + '.type'] = log ? 'log' : 'linear';
+        lay[p[0] + '.tickmode'] = log ? 'array' : 'auto';
+        lay[p[0] + '.tickvals'] = log ? ticks.vals : null;
+        lay[p[0] + '.ticktext'] = log ? ticks.text : null;
         lay[p[0] + '.autorange'] = true;
       });
       return Plotly.relayout(gd, lay);

@@ -16,7 +16,7 @@ import pandas as pd
 from sweeper.analysis import ranking
 from sweeper.analysis import frames
 from sweeper.report.figures import (DYNAMIC_SYMBOLS, Figure, _axis, _layout, esc, hover_text, key_traces,
-                                    mode_colour, mode_order)
+                                    mode_colour, mode_order, ratio_colour)
 
 AXES: list[tuple[str, str, str, str]] = [
     # key, axis title, column, better direction ("" = no front on this axis)
@@ -92,12 +92,11 @@ def parcoords(ctx: pd.DataFrame, title: str) -> Figure | None:
             dims.append(_category(col, vals, sorted(vals.unique())))
     dims += [_numeric("items/s", d["throughput_items_s"]), _numeric("speedup ×", d["speedup_vs_eager"]),
              _numeric("compile s", d["compile_cost_s"]), _numeric("peak GiB (run)", d["run_peak_mem_gib"])]
-    speed = d["speedup_vs_eager"].fillna(1.0).astype(float)
-    trace = {"type": "parcoords", "dimensions": dims,
-             "line": {"color": rounded(speed), "colorscale": [[0, "#c2410c"], [0.5, "#e5e7eb"], [1, "#15803d"]],
-                      "cmid": 1.0, "showscale": True, "colorbar": {"title": {"text": "speedup ×"}}},
+    colour, scale = ratio_colour(d["speedup_vs_eager"].fillna(1.0).astype(float).tolist())
+    trace = {"type": "parcoords", "dimensions": dims, "line": {"color": colour, "showscale": True, **scale},
              "labelangle": 0, "labelfont": {"size": 12}}
-    layout = _layout(title, 420, margin={"l": 70, "r": 70, "t": 80, "b": 30})
+    # the first axis's category labels are drawn left of it: room for "reduce-overhead"
+    layout = _layout(title, 420, margin={"l": 110, "r": 70, "t": 80, "b": 30})
     return {"kind": "parcoords", "lazy": True, "title": title, "expected": int(len(d)), "data": [trace],
             "layout": layout}
 

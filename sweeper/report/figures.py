@@ -12,7 +12,6 @@ import html
 import math
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from sweeper.analysis import frames
@@ -46,10 +45,43 @@ def _layout(title: str, height: int, **extra: Any) -> dict[str, Any]:
             "margin": {"l": 70, "r": 20, "t": 50, "b": 60}, "hoverlabel": {"align": "left"}, **extra}
 
 
+RATIO_COLOURS = [[0, "#c2410c"], [0.5, "#f3f4f6"], [1, "#15803d"]]
+"""Slower than eager (orange) - as fast (grey-white) - faster (green)."""
+
+
+def ratio_colour(values: list[float]) -> tuple[list[float], dict[str, Any]]:
+    """Speedups as colour values: log2 of each ratio, on a scale symmetric about 1x (2x faster and 2x
+    slower equally strong) whose colour bar is labelled in x; returns (values, colour settings)."""
+    logs = [math.log2(v) if v > 0 else 0.0 for v in values]
+    span = max(1.0, math.ceil(max((abs(v) for v in logs), default=0.0)))
+    ticks = list(range(-int(span), int(span) + 1, 1 if span <= 3 else 2))  # 1x always among them
+    bar = {"title": {"text": "speedup ×"}, "tickvals": ticks,
+           "ticktext": [f"{2.0 ** t:g}×" for t in ticks]}
+    return [round(v, 4) for v in logs], {"colorscale": RATIO_COLOURS, "cmin": -span, "cmax": span, "colorbar": bar}
+
+
+def si_text(value: float) -> str:
+    """A tick label: 0.2, 5, 500, 2k, 50k, 1M."""
+    for scale, unit in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:g}{unit}"
+    return f"{value:g}"
+
+
+def log_ticks(low: float, high: float) -> dict[str, Any]:
+    """Ticks of a log axis from `low` to `high` (> 0), every label a whole number: 1-2-5 per decade
+    up to three decades, powers of ten beyond (plotly's own minor labels read "2", "5" for 2k, 50k).
+    report/assets.py's logTicks draws the same for an axis chosen in the page."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    steps = (1,) if last - first > 3 else (1, 2, 5)
+    values = [float(f"{m * 10.0 ** k:.6g}") for k in range(first, last + 1) for m in steps]
+    return {"tickmode": "array", "tickvals": values, "ticktext": [si_text(v) for v in values]}
+
+
 def _axis(title: str, values: pd.Series | None = None, **extra: Any) -> dict[str, Any]:
     axis = {"title": {"text": title}, "gridcolor": "#e3e6ea", "zeroline": False, **extra}
     if values is not None and len(values) and values.min() > 0 and values.max() / values.min() > 30:
-        axis.update(type="log", dtick=1 if values.max() / values.min() > 1000 else "D2")
+        axis.update(type="log", **log_ticks(float(values.min()), float(values.max())))
     return axis
 
 
@@ -116,20 +148,19 @@ def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
     best = data.loc[data.groupby(["mode", "batch_size"])["speedup_vs_eager"].idxmax()]
     modes = sorted(best["mode"].unique(), key=mode_order)
     batches = sorted(best["batch_size"].unique())
-    z = [[None] * len(batches) for _ in modes]
+    z: list[list[float | None]] = [[None] * len(batches) for _ in modes]
     text = [[""] * len(batches) for _ in modes]
-    for _, r in best.iterrows():
+    hover = [[""] * len(batches) for _ in modes]
+    colour, scale = ratio_colour(best["speedup_vs_eager"].astype(float).tolist())
+    for (_, r), c in zip(best.iterrows(), colour):
         i, j = modes.index(r["mode"]), batches.index(r["batch_size"])
-        z[i][j] = float(r["speedup_vs_eager"])
-        text[i][j] = f"{esc(r['mode'])}, batch {fmt_num(r['batch_size'])}: {r['speedup_vs_eager']:.2f}× eager" \
-                     f"<br>best with dynamic={esc(r['dynamic_label'])}"
-    logs = np.log2([v for row in z for v in row if v is not None])
-    span = max(0.25, float(np.abs(logs).max()))
+        z[i][j], text[i][j] = c, f"{r['speedup_vs_eager']:.2f}×"
+        hover[i][j] = f"{esc(r['mode'])}, batch {fmt_num(r['batch_size'])}: {r['speedup_vs_eager']:.2f}× eager" \
+                      f"<br>best with dynamic={esc(r['dynamic_label'])}"
     trace = {"type": "heatmap", "x": [fmt_num(b) for b in batches], "y": [esc(m) for m in modes],
-             "z": z, "text": text, "hovertemplate": "%{text}<extra></extra>",
-             "texttemplate": "%{z:.2f}×", "zmid": 1.0, "zmin": 2 ** -span, "zmax": 2 ** span,
-             "colorscale": [[0, "#c2410c"], [0.5, "#f3f4f6"], [1, "#15803d"]],
-             "colorbar": {"title": {"text": "speedup ×"}}, "xgap": 2, "ygap": 2}
+             "z": z, "text": text, "texttemplate": "%{text}", "hovertext": hover,
+             "hovertemplate": "%{hovertext}<extra></extra>", "zmin": scale["cmin"], "zmax": scale["cmax"],
+             "colorscale": scale["colorscale"], "colorbar": scale["colorbar"], "xgap": 2, "ygap": 2}
     layout = _layout(title, 170 + 46 * len(modes), margin={"l": 60, "r": 20, "t": 50, "b": 60},
                      xaxis=_axis("Batch size (items)", type="category"),
                      yaxis=_axis("", automargin=True, type="category"))
