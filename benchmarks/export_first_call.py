@@ -5,7 +5,8 @@
 Builds the zoo model the trial measured (seeded, random weights) with the trial's batch size,
 sequence length and precision (inference), imports the export's `sweeper_compiled` module,
 compiles with its Mega-Cache artifact loaded (or cold, `--cold`), and prints one JSON line:
-first_call_s (device synchronized), load_s, and inductor's FX graph cache hits and misses.
+first_call_s (device synchronized), load_s, and inductor's FX graph cache hits and misses. A CPU
+export runs with the intra-op thread count it was built for, as its README tells a deployment.
 Inductor and Triton get a new, empty cache directory, as on a machine that never compiled it.
 """
 
@@ -34,7 +35,10 @@ def main() -> None:
     ap.add_argument("export_dir", type=Path)
     ap.add_argument("--cold", action="store_true", help="compile without loading the artifact")
     args = ap.parse_args()
-    setting = json.loads((args.export_dir / "versions.json").read_text())["setting"]
+    versions = json.loads((args.export_dir / "versions.json").read_text())
+    setting = versions["setting"]
+    if versions["built_for"].get("torch_threads"):  # a CPU export: as its README says, that many threads
+        torch.set_num_threads(versions["built_for"]["torch_threads"])
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
     bundle = _import(zoo.REGISTRY[setting["model"]].builder)()

@@ -119,3 +119,29 @@ def test_the_report_shows_cold_compile_against_throughput_by_scope():
     assert ">98%<" in page and ">92.5%<" in page  # of the cold compile, a warm start from the artifact saves
     figure = compile_vs_throughput(scope_rows(prepare(pd.DataFrame(_rows()))), "t")
     assert [t.get("name") for t in figure["data"]] == [None, "regional", "whole"] and figure["expected"] == 2
+
+
+def test_a_cpu_export_is_built_for_its_intra_op_thread_count(tmp_path):
+    """Inductor's CPU code, and its cache key, depend on torch's intra-op thread count: a CPU export
+    records the count its trial ran with, and its module refuses another, saying how to match it."""
+    from sweeper import envinfo
+
+    here = {"device_name": envinfo._cpu_name(), "triton_version": envinfo.package_version("triton", "pytorch-triton"),
+            "cuda_version": torch.version.cuda}
+    other = torch.get_num_threads() + 1
+    rows = [{**r, **here, "torch_threads": other} for r in _rows()]
+    export([str(_results(tmp_path / "res", rows))], "bert-tiny", tmp_path / "out", Limits(iterations=1000))
+    assert json.loads((tmp_path / "out" / "versions.json").read_text())["built_for"]["torch_threads"] == other
+    assert f"torch.set_num_threads({other})" in (tmp_path / "out" / "README.md").read_text()
+    module = _load(tmp_path / "out")
+    with pytest.raises(module.ArtifactMismatch) as err:
+        module.check()
+    assert str(err.value).startswith(f"megacache.bin was built for intra-op threads (CPU code is built for the "
+                                     f"count) {other} (here: {torch.get_num_threads()}): call "
+                                     f"torch.set_num_threads({other}) first, compile cold")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(other)
+        module.check()  # the same count: nothing else differs
+    finally:
+        torch.set_num_threads(before)

@@ -34,11 +34,16 @@ def _first_call(export_dir, how: str) -> dict:
 
 
 @pytest.mark.slow
-def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path):
+@pytest.mark.parametrize("process_start", ["forkserver", "subprocess"])
+def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path, process_start):
+    """The artifact a measuring process saved, forked from the fork server (the default) or a new
+    interpreter, loads in the deployment's plain interpreter with every compile a cache hit."""
     spec = parse_spec(tiny_spec(axes={"scope": ["regional"], "batch_size": [2]},
                                 measure={"backend": "inductor", "warm_compile": True}))
     (trial,) = [t for t in expand(spec)[0] if t.mode != "eager"]
-    row = isolate.run_trial({"trial": trial.to_dict(), "device": "cpu"}, max_retries=0)
+    payload = {"trial": trial.to_dict(), "device": "cpu", "process_start": process_start,
+               "import_path": [str(REPO)]}
+    row = isolate.run_trial(payload, max_retries=0)
     assert row["status"] == "ok", row["error"]
     assert (row["scope"], row["compiled_regions"], row["region_classes"], row["graphs"]) == ("regional", 2,
                                                                                              "BertLayer", 1)

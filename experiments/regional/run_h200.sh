@@ -13,8 +13,8 @@ set -u
 out=${1:?usage: run_h200.sh OUT_DIR PART...}
 shift
 mkdir -p "$out"
-spec=experiments/regional/regional.yaml
-model=bert-base
+spec=${REGIONAL_SPEC:-experiments/regional/regional.yaml}  # another spec and model: a dry run
+model=${REGIONAL_MODEL:-bert-base}
 sweep() {
   [ -e "$out/sweep.done" ] && { echo "sweep already done"; return; }
   local t0=$(date +%s) code
@@ -39,7 +39,7 @@ export_part() {
     python3 benchmarks/export_first_call.py "$dir" --cold >>"$out/first_call.jsonl" 2>>"$out/first_call.err"
   done
 }
-{ nproc; nvidia-smi -L; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } >"$out/host.txt"
+{ nproc; nvidia-smi -L 2>/dev/null; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } >"$out/host.txt"
 for part in "$@"; do
   case $part in
     sweep) sweep ;;

@@ -119,7 +119,10 @@ def _versions(row: dict[str, Any], data: bytes) -> dict[str, Any]:
                "batch_size", "seq_len", "phase", "precision", "matmul_precision")
     measured = ("compile_s", "first_call_s", "warm_compile_s", "warm_megacache_s", "megacache_load_s",
                 "throughput_items_s", "speedup_vs_eager", "peak_mem_gib", "peak_mem_compile_gib")
-    return {"built_for": {k: plain(row.get(k)) for k in VERSION_KEYS},
+    built_for = {k: plain(row.get(k)) for k in VERSION_KEYS}
+    if row.get("device_type") == "cpu" and not frames.is_missing(row.get("torch_threads")):
+        built_for["torch_threads"] = plain(row["torch_threads"])  # inductor's CPU code is built for it
+    return {"built_for": built_for,
             "setting": {k: plain(row.get(k)) for k in setting},
             "measured": {k: plain(row.get(k)) for k in measured},
             "trial_id": row["trial_id"], "sweep_id": plain(row.get("sweep_id")),

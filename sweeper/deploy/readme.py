@@ -40,10 +40,13 @@ def _valid_for(row: dict[str, Any], built: dict[str, Any]) -> str:
     seq = f", sequence length {int(row['seq_len'])}" if not frames.is_missing(row.get("seq_len")) else ""
     autocast = " under `torch.autocast(device, dtype=torch.bfloat16)`" if row.get("precision") == "bf16" else ""
     phase = "inference (`model.eval()`, `torch.no_grad()`)" if row.get("phase") == "infer" else "training"
+    n = built.get("torch_threads")
+    threads = (f", {n} intra-op thread{'s' if n != 1 else ''} (`torch.set_num_threads({n})`: inductor's CPU "
+               "code is built for the count)" if n else "")
     return f"""## Valid for
 
 torch {built['torch_version']}, Triton {built['triton_version'] or '(none)'}, CUDA {built['cuda_version'] or '(none)'},
-device {built['device_name']} ({built['device_type']}). `compile_model` refuses any other in one line
+device {built['device_name']} ({built['device_type']}){threads}. `compile_model` refuses any other in one line
 (`ArtifactMismatch`), since compiled kernels are specific to them. The compiled code is reused
 only for what was measured: {phase}, batch {int(row['batch_size'])}{seq}, {row.get('precision')}{autocast},
 `torch.set_float32_matmul_precision("{row.get('matmul_precision')}")` (set by `compile_model`);

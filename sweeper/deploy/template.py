@@ -39,6 +39,9 @@ MATMUL_PRECISION = @MATMUL@
 _TRITON = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 
 
+_LABELS = {"torch_threads": "intra-op threads (CPU code is built for the count)"}
+
+
 class ArtifactMismatch(RuntimeError):
     """The artifact was built for another torch, Triton, CUDA or device than this process has."""
 
@@ -46,7 +49,8 @@ class ArtifactMismatch(RuntimeError):
 def this_process() -> dict:
     device_type = BUILT_FOR["device_type"]
     return {"torch_version": torch.__version__, "triton_version": _triton(), "cuda_version": torch.version.cuda,
-            "device_type": device_type, "device_name": _device_name(device_type)}
+            "device_type": device_type, "device_name": _device_name(device_type),
+            "torch_threads": torch.get_num_threads()}
 
 
 def _triton():
@@ -73,10 +77,12 @@ def _device_name(device_type):
 def check() -> None:
     """Raise ArtifactMismatch unless this process has what the artifact was built for."""
     here = this_process()
-    wrong = [f"{key.split('_')[0]} {BUILT_FOR[key]} (here: {here[key]})" for key in BUILT_FOR
-             if BUILT_FOR[key] is not None and BUILT_FOR[key] != here[key]]
+    wrong = [key for key in BUILT_FOR if BUILT_FOR[key] is not None and BUILT_FOR[key] != here[key]]
     if wrong:
-        raise ArtifactMismatch(f"{ARTIFACT.name} was built for {'; '.join(wrong)}: compile cold with "
+        what = "; ".join(f"{_LABELS.get(k, k.split('_')[0])} {BUILT_FOR[k]} (here: {here[k]})" for k in wrong)
+        threads = (f"call torch.set_num_threads({BUILT_FOR['torch_threads']}) first, " if wrong == ["torch_threads"]
+                   else "")
+        raise ArtifactMismatch(f"{ARTIFACT.name} was built for {what}: {threads}compile cold with "
                                "compile_model(model, use_artifact=False), or export from a sweep run on this setup")
 
 

@@ -93,9 +93,10 @@ def _inaccurate_text(row: dict[str, Any]) -> str:
 
 
 def _cpus() -> dict[str, Any]:
-    """The CPUs this process may run on (its trial's share of the host, when pinned)."""
+    """The CPUs this process may run on (its trial's share of the host, when pinned), and torch's
+    intra-op threads (CPU kernels, and inductor's CPU code, are built for that count)."""
     cpus = sorted(os.sched_getaffinity(0))
-    return {"cpu_affinity": envinfo.format_cpus(cpus), "cpu_count": len(cpus)}
+    return {"cpu_affinity": envinfo.format_cpus(cpus), "cpu_count": len(cpus), "torch_threads": torch.get_num_threads()}
 
 
 def _process_start() -> float:

@@ -119,6 +119,7 @@ COLUMNS: list[Column] = [
     Column("eager_epoch_s", FLOAT, "Seconds per epoch of epoch_items at the eager throughput (alternated windows)."),
     Column("cpu_affinity", STR, "CPUs the measuring process could run on, e.g. 0-15: the trial's own share when pinned."),
     Column("cpu_count", INT, "Number of those CPUs."),
+    Column("torch_threads", INT, "torch's intra-op threads in the measuring process (torch.get_num_threads()): CPU kernels ran on, and inductor's CPU code was built for, this many."),
     Column("trials_per_gpu", INT, "Trials sharing the trial's GPU (resources.trials_per_gpu); above 1 each measuring process held the GPU's lock for all but its compiling call."),
     Column("gpu_lock_wait_s", FLOAT, "Seconds the trial's (cold) measuring process waited for its GPU's lock (a neighbour's GPU work); the warm processes' waits are inside their phases. Null when the GPU was its own."),
     Column("gpu_lock_held_s", FLOAT, "Seconds that process held the lock (everything but its compiling call, unless that autotuned). Null when the GPU was its own."),
