@@ -45,7 +45,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     # on PATH, or beside this Python (a virtual environment's scripts, run without activating it)
     tlparse = shutil.which("tlparse") or shutil.which("tlparse", path=str(Path(sys.executable).parent))
     if tlparse is None:
-        raise ResultsError("sweeper trace needs tlparse (on PATH or beside this Python): pip install tlparse (or sweeper's trace extra)")
+        raise ResultsError("sweeper trace needs tlparse (on PATH or beside this Python): pip install tlparse "
+                           "(or sweeper's trace extra)")
     with tempfile.TemporaryDirectory(prefix="sweeper-trace-") as tmp:
         log = Path(tmp) / trace.name.removesuffix(".gz")
         log.write_bytes(gzip.decompress(trace.read_bytes()))

@@ -14,8 +14,8 @@ subprocess"), without initializing anything. The server asks NVML instead
 (PYTORCH_NVML_BASED_CUDA_CHECK=1, its own environment only), and after its imports forks one
 probe child to see that fork is still usable; if it is not and its children are to use CUDA
 (NEEDS_CUDA_ENV), it says which call set the guard and exits, and the worker starts its measuring
-processes as new interpreters (CPU children never touch CUDA: the guard does not concern them). Per request it forks a
-child that, before any measuring code runs:
+processes as new interpreters (CPU children never touch CUDA: the guard does not concern them).
+Per request it forks a child that, before any measuring code runs:
 
 - starts its own session and process group (so a timeout kill reaches it and everything it
   started) and dies with the server;

@@ -71,7 +71,7 @@ def si_text(value: float) -> str:
 def log_ticks(low: float, high: float) -> dict[str, Any]:
     """Ticks of a log axis from `low` to `high` (> 0), every label a whole number: 1-2-5 per decade
     up to three decades, powers of ten beyond (plotly's own minor labels read "2", "5" for 2k, 50k).
-    report/assets.py's logTicks draws the same for an axis chosen in the page."""
+    report/explore_js.py's logTicks draws the same for an axis chosen in the page."""
     first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
     steps = (1,) if last - first > 3 else (1, 2, 5)
     values = [float(f"{m * 10.0 ** k:.6g}") for k in range(first, last + 1) for m in steps]
