@@ -5,6 +5,7 @@ are committed, and against the committed rows after)."""
 from __future__ import annotations
 
 import sys
+import json
 from pathlib import Path
 
 import pytest
@@ -131,7 +132,7 @@ def test_the_section_is_made_from_the_rows_and_a_changed_row_shows(results: Path
     body = claims.section(claims.load(results))
     readme = claims.replace(f"# x\n{claims.START}\n{claims.PENDING}\n{claims.END}\nrest\n", body)
     assert claims.extract(readme) == body and readme.endswith("rest\n")
-    assert "| ResNet-18 (ImageNet) | 30.2 -> 11.8 (2.56x) | bf16 | 25 | default | 15.6 | 45.6 | 1.60x [1.54-1.66] | 0.62 |" in body  # the reported interval: at least +-4%
+    assert "| ResNet-18 (ImageNet) | 30.2 -> 11.8 (2.56x) | bf16 | 25 | 25 | default | 15.6 | 45.6 | 1.60x [1.54-1.66] | 0.62 |" in body  # the reported interval: at least +-4%
     assert "| eager ms/step | ~85 | 91.4 |" in body  # 64 / 700 items/s
     assert "timeout: killed after 900 s" in body and "NOTHING COMPILED" in body
     df = claims.load(results)
@@ -139,9 +140,19 @@ def test_the_section_is_made_from_the_rows_and_a_changed_row_shows(results: Path
     assert claims.section(df) != claims.extract(readme)
 
 
+def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None:
+    check = [{"trial": "resnet18 eager bs64 train fp32", "windows": 30, "step_ms_sampled": 13.7402,
+              "step_ms_plain": 13.7444, "change_pct": -0.0309, "change_pct_ci": [-0.165, 0.123], "readings": 120,
+              "gpu_util_pct": 99.6}]
+    (results / "util_overhead.json").write_text(json.dumps(check))
+    body = claims.section(claims.load(results), claims.load_overhead(results))
+    assert "| resnet18 eager bs64 train fp32 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 |" in body
+    assert claims.load_overhead(results / "train") is None
+
+
 def test_the_readme_section_matches_the_committed_rows() -> None:
     readme = (REPO / "README.md").read_text()
-    assert claims.extract(readme) == claims.section(claims.load()), "run: python benchmarks/claims.py --write"
+    assert claims.extract(readme) == claims.section(claims.load(), claims.load_overhead()), "run: python benchmarks/claims.py --write"
 
 
 def test_a_speedup_over_a_drifted_baseline_says_so(tmp_path: Path) -> None:
