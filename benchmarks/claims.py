@@ -146,9 +146,11 @@ def overhead_table(found: list[dict]) -> str:
     """What the NVML sampler costs: median step time with and without it, alternated windows."""
     rows = [[r["trial"], _f(r["step_ms_plain"]), _f(r["step_ms_sampled"]),
              f"{r['change_pct']:+.2f}% [{r['change_pct_ci'][0]:+.2f} to {r['change_pct_ci'][1]:+.2f}]",
-             str(r["windows"]), str(r["readings"]), _pct(r["gpu_util_pct"])] for r in found]
+             str(r["windows"]), str(r["readings"]), _pct(r["gpu_util_pct"]),
+             "-" if "bound_pct" not in r else f"{r['reading_us_median']:.0f} us, <= {r['bound_pct']:.2f}%"]
+            for r in found]
     header = ["trial (sampling check)", "ms/step plain", "ms/step sampled", "change [95% interval]",
-              "windows", "NVML readings", "SM util %"]
+              "windows", "NVML readings", "SM util %", "one reading, bound on the step"]
     return _table(header, rows)
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,23 @@ def sampling_overhead(trial: Trial, device: torch.device, windows: int = 20) -> 
             "readings": len(util.kept), **util.as_row("")}
 
 
+def reading_cost(device: torch.device, readings: int = 200) -> dict[str, float]:
+    """What one NVML reading costs the process, timed in this thread: the sampler's thread can take
+    at most that much from the timed loop per reading (less: NVML's calls run without the GIL), so
+    its share of each period bounds what sampling can add to a step, however launch-bound."""
+    probe = gpu_util.open_probe(device)
+    if probe is None:
+        raise ValueError(f"no NVML on {device}")
+    costs = []
+    for _ in range(readings):
+        t0 = time.perf_counter()
+        probe.read()
+        costs.append(time.perf_counter() - t0)
+    median_s = statistics.median(costs)
+    return {"reading_us_median": median_s * 1e6, "reading_us_p90": statistics.quantiles(costs, n=10)[-1] * 1e6,
+            "bound_pct": 100 * median_s / gpu_util.SAMPLE_PERIOD_S}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
@@ -78,7 +97,9 @@ def main() -> int:
     ap.add_argument("--windows", type=int, default=20)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    results = [sampling_overhead(pick(args.spec, s), torch.device("cuda"), args.windows) for s in args.setting]
+    cost = reading_cost(torch.device("cuda"))
+    results = [{**sampling_overhead(pick(args.spec, s), torch.device("cuda"), args.windows), **cost}
+               for s in args.setting]
     text = json.dumps(results, indent=1)
     if args.out:
         args.out.write_text(text + "\n")

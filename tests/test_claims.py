@@ -144,9 +144,13 @@ def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None
     check = [{"trial": "resnet18 eager bs64 train fp32", "windows": 30, "step_ms_sampled": 13.7402,
               "step_ms_plain": 13.7444, "change_pct": -0.0309, "change_pct_ci": [-0.165, 0.123], "readings": 120,
               "gpu_util_pct": 99.6}]
+    check.append({**check[0], "trial": "vit_tiny eager bs64 train bf16", "reading_us_median": 61.2,
+                  "bound_pct": 0.0612})
     (results / "util_overhead.json").write_text(json.dumps(check))
     body = claims.section(claims.load(results), claims.load_overhead(results))
-    assert "| resnet18 eager bs64 train fp32 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 |" in body
+    assert "| resnet18 eager bs64 train fp32 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 | - |" in body
+    assert "| vit_tiny eager bs64 train bf16 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 | 61 us, <= 0.06% |" \
+        in body
     assert claims.load_overhead(results / "train") is None
 
 
