@@ -1,15 +1,19 @@
 """The sweep driver alone at cluster scale: N synthetic trials through the real runner and sweep state.
 
-    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--out DIR] [--json FILE] [--tracemalloc]
+    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--device cuda|cpu] [--out DIR]
+        [--json FILE] [--tracemalloc]
 
 Everything a real sweep does on the driver runs for real: the spec is expanded, the results
-directory is claimed, Ray starts (a local Ray with `--slots` logical CPUs: that many trials at once,
-as on a cluster of that many GPUs), Tune runs every trial through the sweep's searcher, and the
+directory is claimed, Ray starts (a local Ray with `--slots` logical CPUs and, by default, as many
+logical GPUs, one per trial: that many trials at once, as on a cluster of that many GPUs; no GPU is
+touched), Tune runs every trial through the sweep's searcher, and the
 driver writes every row durably as it arrives, then compacts. Only the measuring is replaced: the
 trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, through
 `run_sweep(..., _measure=...)`, a private parameter no command can reach.
 
-It reports the sweep's wall time (Ray start apart), the driver's resident memory at the start of the
+It reports the sweep's wall time (Ray start apart), how many Ray worker processes the session
+started (Tune starts a new actor whenever it has no idle one to hand a trial, and on a small host
+each new process costs about a CPU-second, which decides most of the wall time), the driver's resident memory at the start of the
 sweep, after its first 100 rows (Tune's loggers import their libraries with the first result), just
 before its last row, and its peak, and checks while the sweep runs that every row the driver holds
 is on disk as a part file (sampled every second), and at the end that the compacted file holds
@@ -54,11 +58,23 @@ def synthetic_row(payload: dict[str, Any], max_retries: int = 1) -> dict[str, An
             "trial_wall_s": 0.0, "phase_s_json": json.dumps({"imports": 0.0}), "device_type": "cpu"}
 
 
-def spec_text(n_trials: int, slots: int) -> dict[str, Any]:
+def spec_text(n_trials: int, slots: int, device: str = "cuda") -> dict[str, Any]:
+    """On "cuda" the local Ray pretends to have `slots` GPUs and each trial asks for one, as on a GPU
+    cluster (Ray's resources bound how many run); on "cpu", `max_concurrent_trials` does, as in a CPU
+    sweep (Tune then puts its concurrency limiter around the searcher)."""
+    resources = ({"device": "cuda", "gpus_per_trial": 1, "cpus_per_trial": 1} if device == "cuda"
+                 else {"device": "cpu", "cpus_per_trial": 1, "max_concurrent_trials": slots})
     return {"name": "driver_scale", "models": [{"name": "bert-tiny"}],
             "axes": {"mode": ["eager"], "batch_size": list(range(1, n_trials + 1)), "seq_len": [16]},
-            "measure": {"backend": "eager", "warm_compile": False},
-            "resources": {"device": "cpu", "cpus_per_trial": 1, "max_concurrent_trials": slots}}
+            "measure": {"backend": "eager", "warm_compile": False}, "resources": resources}
+
+
+def worker_processes() -> int:
+    """Ray worker processes started in this Ray session so far (each leaves a core-worker log)."""
+    import ray
+
+    logs = Path(ray._private.worker._global_node.get_session_dir_path()) / "logs"
+    return sum(1 for p in logs.glob("python-core-worker-*.log"))
 
 
 class Watch(threading.Thread):
@@ -99,14 +115,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, help="results directory (default: a new temporary one)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--tracemalloc", action="store_true", help="name the lines whose allocations grew most")
+    ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                    help="cuda: `--slots` logical GPUs, one per trial (a GPU cluster); cpu: max_concurrent_trials")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("sweeper").setLevel(logging.WARNING)  # 2,000 progress lines would time the terminal
     out = args.out or Path(tempfile.mkdtemp(prefix="driver-scale-")) / "out"
     spec_path = out.parent / "driver_scale.yaml"
     spec_path.parent.mkdir(parents=True, exist_ok=True)
-    spec_path.write_text(yaml.safe_dump(spec_text(args.trials, args.slots)))
-    figures = run(spec_path, out, args.slots, args.tracemalloc)
+    spec_path.write_text(yaml.safe_dump(spec_text(args.trials, args.slots, args.device)))
+    figures = run(spec_path, out, args.slots, args.tracemalloc, args.device)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
@@ -121,7 +139,7 @@ def growth(before: tracemalloc.Snapshot | None, top: int = 12) -> list[str]:
     return [f"{s.size_diff / 2**20:+.1f} MiB {s.count_diff:+d} blocks {s.traceback[0]}" for s in stats[:top]]
 
 
-def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False) -> dict[str, Any]:
+def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, device: str = "cuda") -> dict[str, Any]:
     import ray
 
     from sweeper.run import ray_tune as runner
@@ -131,17 +149,21 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False) -> d
     state = SweepState.open(spec, out, resume=False)
     state.claim()
     t_ray = time.monotonic()
-    ray.init(num_cpus=slots, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    ray.init(num_cpus=slots, num_gpus=slots if device == "cuda" else 0, include_dashboard=False,
+             logging_level=logging.WARNING, log_to_driver=False)
     runner.connect(None)  # already initialized: keeps the runner's own settings (signals, loggers)
     ray_start_s = time.monotonic() - t_ray
     if trace_memory:
         tracemalloc.start()
     watch = Watch(state, len(trials))
     watch.start()
+    cpu0 = sum(psutil.Process().cpu_times()[:2])
     t0 = time.monotonic()
     state.save_manifest()
-    missing = runner.run_sweep(state, trials, "cpu", _measure=synthetic_row)
+    missing = runner.run_sweep(state, trials, device, _measure=synthetic_row)
     sweep_s = time.monotonic() - t0
+    workers = worker_processes()
+    driver_cpu_s = sum(psutil.Process().cpu_times()[:2]) - cpu0
     watch.stop.set()
     watch.join()
     rss_end = watch.proc.memory_info().rss
@@ -150,8 +172,9 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False) -> d
     state.close()
     compact_s = time.monotonic() - t1
     ray.shutdown()
-    return {"trials": len(trials), "slots": slots, "ray_start_s": round(ray_start_s, 1),
-            "sweep_s": round(sweep_s, 1), "compact_s": round(compact_s, 2),
+    return {"trials": len(trials), "slots": slots, "device": device, "ray_worker_processes": workers,
+            "ray_start_s": round(ray_start_s, 1),
+            "sweep_s": round(sweep_s, 1), "driver_cpu_s": round(driver_cpu_s, 1), "compact_s": round(compact_s, 2),
             "trials_per_s": round(len(trials) / sweep_s, 1), "missing": len(missing),
             "driver_rss_start_mib": round(watch.rss0 / 2**20), "driver_rss_peak_mib": round(watch.peak / 2**20),
             "driver_rss_growth_mib": round((watch.peak - watch.rss0) / 2**20),
