@@ -5,7 +5,8 @@
 Builds the zoo model the trial measured (seeded, random weights) with the trial's batch size,
 sequence length and precision (inference), imports the export's `sweeper_compiled` module,
 compiles with its Mega-Cache artifact loaded (or cold, `--cold`), and prints one JSON line:
-first_call_s (device synchronized), load_s, and inductor's FX graph cache hits and misses. A CPU
+first_call_s (device synchronized), load_s, inductor's FX graph cache hits and misses, and when the
+process started and ended (UTC) with its pid and host, so that runs which overlapped show it. A CPU
 export runs with the intra-op thread count it was built for, as its README tells a deployment.
 Inductor and Triton get a new, empty cache directory, as on a machine that never compiled it.
 """
@@ -15,11 +16,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+_STARTED = datetime.now(UTC).isoformat()
 _CACHE = Path(tempfile.mkdtemp(prefix="export-first-call-"))
 os.environ.update(TORCHINDUCTOR_CACHE_DIR=str(_CACHE / "inductor"), TRITON_CACHE_DIR=str(_CACHE / "triton"))
 
@@ -61,7 +65,9 @@ def main() -> None:
     print(json.dumps({"first_call_s": time.perf_counter() - t0, "load_s": load_s, "artifact": not args.cold,
                       "fx_graph_cache_hits": counters["inductor"]["fxgraph_cache_hit"],
                       "fx_graph_cache_misses": counters["inductor"]["fxgraph_cache_miss"],
-                      "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu"}))
+                      "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                      "started_at": _STARTED, "ended_at": datetime.now(UTC).isoformat(), "pid": os.getpid(),
+                      "host": socket.gethostname()}))
 
 
 if __name__ == "__main__":

@@ -65,3 +65,4 @@ def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path
     assert loaded["fx_graph_cache_hits"] >= 1 and loaded["fx_graph_cache_misses"] == 0  # inductor's compile skipped
     assert cold["fx_graph_cache_hits"] == 0 and cold["fx_graph_cache_misses"] >= 1
     assert loaded["artifact"] and not cold["artifact"] and loaded["device"] == "cpu"
+    assert loaded["pid"] != cold["pid"] and loaded["ended_at"] <= cold["started_at"]  # one at a time, each its own
