@@ -2,13 +2,17 @@
 
     python benchmarks/regional_tables.py RESULTS...
 
-1. whole vs regional per model, mode and batch: cold compile and throughput, and their ratios;
-2. per compiled trial: cold compile, warm from the inductor cache dir, warm start from the
+1. per model, over its settings measured in both scopes: the cold-compile ratio (whole / regional)
+   and the throughput ratio (regional / whole), median and range, and the fraction of the cold
+   compile a Mega-Cache warm start saved, per scope;
+2. whole vs regional per model, mode and batch: cold compile and throughput, and their ratios;
+3. per compiled trial: cold compile, warm from the inductor cache dir, warm start from the
    Mega-Cache artifact in a fresh process (and its load), the fraction of the cold compile saved.
 """
 
 from __future__ import annotations
 
+import statistics
 import sys
 
 from sweeper.analysis.frames import fmt_num, prepare
@@ -30,23 +34,56 @@ def scope_table(data) -> list[str]:
     return lines
 
 
+def _spread(values, digits: int = 3, unit: str = "x") -> str:
+    """`median unit (min-max)` of the values, or "-" when there are none."""
+    v = [float(x) for x in values if x == x]
+    if not v:
+        return "-"
+    mid = statistics.median(v)
+    return f"{fmt_num(mid, digits)}{unit} ({fmt_num(min(v), digits)}-{fmt_num(max(v), digits)})"
+
+
+def _saved_pct(r) -> float:
+    """The fraction of a trial's cold compile that the warm start from its artifact saved, in %
+    (NaN where either is missing)."""
+    if not r["compile_s"] or r["warm_megacache_s"] != r["warm_megacache_s"]:
+        return float("nan")
+    return 100 * (1 - (r["warm_megacache_s"] + (r["megacache_load_s"] or 0)) / r["compile_s"])
+
+
+def summary_table(data) -> list[str]:
+    lines = ["| model | settings in both scopes | cold compile whole/regional | throughput regional/whole | "
+             "Mega-Cache saved (whole) | Mega-Cache saved (regional) |", "|" + "---|" * 6]
+    done = data[~data["is_eager"] & data["status"].eq("ok")]
+    for model, ctx in done.groupby("model", sort=True):
+        both = pairs(scope_rows(ctx))
+        saved = {scope: _spread([_saved_pct(r) for _, r in ctx[ctx["scope"].eq(scope)].iterrows()], 3, "%")
+                 for scope in ("whole", "regional")}
+        lines.append(f"| {model} | {len(both)} | {_spread(both['compile_ratio'])} | "
+                     f"{_spread(both['throughput_ratio'])} | {saved['whole']} | {saved['regional']} |")
+    return lines
+
+
 def megacache_table(data) -> list[str]:
     lines = ["| model | scope | mode | batch | cold compile s | warm (cache dir) s | warm (artifact) s | load s | "
              "saved vs cold | artifact MB |", "|" + "---|" * 10]
     done = data[~data["is_eager"] & data["status"].eq("ok")].sort_values(["model", "scope", "mode", "batch_size"])
     for _, r in done.iterrows():
-        saved = 1 - (r["warm_megacache_s"] + (r["megacache_load_s"] or 0)) / r["compile_s"]
+        saved = _saved_pct(r)
         lines.append(f"| {r['model']} | {r['scope']} | {r['mode']} | {int(r['batch_size'])} | "
                      f"{fmt_num(r['compile_s'])} | {fmt_num(r['warm_compile_s'])} | {fmt_num(r['warm_megacache_s'])} | "
-                     f"{fmt_num(r['megacache_load_s'])} | {fmt_num(100 * saved)}% | "
+                     f"{fmt_num(r['megacache_load_s'])} | {fmt_num(saved) + '%' if saved == saved else '—'} | "
                      f"{fmt_num(r['megacache_bytes'] / 2**20)} |")
     return lines
 
 
+def tables(data) -> str:
+    return "\n".join(["## Per model", "", *summary_table(data), "", "## Whole vs regional", "",
+                      *scope_table(data), "", "## Mega-Cache warm start", "", *megacache_table(data)])
+
+
 def main(paths: list[str]) -> None:
-    data = prepare(read_results(paths))
-    print("\n".join(["## Whole vs regional", "", *scope_table(data), "", "## Mega-Cache warm start", "",
-                     *megacache_table(data)]))
+    print(tables(prepare(read_results(paths))))
 
 
 if __name__ == "__main__":
