@@ -13,12 +13,13 @@ trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, th
 
 It reports the sweep's wall time (Ray start apart), how many Ray worker processes the session
 started (Tune starts a new actor whenever it has no idle one to hand a trial, and on a small host
-each new process costs about a CPU-second, which decides most of the wall time), the driver's resident memory at the start of the
-sweep, after its first 100 rows (Tune's loggers import their libraries with the first result), just
-before its last row, and its peak, and checks while the sweep runs that every row the driver holds
-is on disk as a part file (sampled every second), and at the end that the compacted file holds
-every trial. With `--tracemalloc` (slower: every allocation is traced) it also names the source
-lines whose Python allocations grew most between the first 100 rows and the sweep's end.
+each new process costs about a CPU-second, which decides most of the wall time), the driver's CPU
+seconds, its resident memory at the start of the sweep, after its first 100 rows (Tune's loggers
+import their libraries with the first result), just before its last row, and its peak, and checks
+while the sweep runs that every row the driver holds is on disk as a part file (sampled every
+second), and at the end that the compacted file holds every trial. With `--tracemalloc` (slower:
+every allocation is traced) it also names the source lines whose Python allocations grew most
+between the first 100 rows and the sweep's end.
 """
 
 from __future__ import annotations
@@ -157,13 +158,13 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, devi
         tracemalloc.start()
     watch = Watch(state, len(trials))
     watch.start()
-    cpu0 = sum(psutil.Process().cpu_times()[:2])
+    cpu0 = sum(watch.proc.cpu_times()[:2])
     t0 = time.monotonic()
     state.save_manifest()
     missing = runner.run_sweep(state, trials, device, _measure=synthetic_row)
     sweep_s = time.monotonic() - t0
     workers = worker_processes()
-    driver_cpu_s = sum(psutil.Process().cpu_times()[:2]) - cpu0
+    driver_cpu_s = sum(watch.proc.cpu_times()[:2]) - cpu0
     watch.stop.set()
     watch.join()
     rss_end = watch.proc.memory_info().rss

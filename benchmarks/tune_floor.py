@@ -71,7 +71,8 @@ def run(n_trials: int, slots: int) -> dict[str, Any]:
     spec = load_spec(spec_path)
     trials, _ = expand(spec)
     payloads = _payloads(trials, "cuda", 1, spec)
-    ray.init(num_cpus=slots, num_gpus=slots, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    ray.init(num_cpus=slots, num_gpus=slots, include_dashboard=False, logging_level=logging.WARNING,
+             log_to_driver=False)
     proc, stop = psutil.Process(), threading.Event()
     rss0 = peak = proc.memory_info().rss
 
@@ -81,7 +82,7 @@ def run(n_trials: int, slots: int) -> dict[str, Any]:
             peak = max(peak, proc.memory_info().rss)
 
     threading.Thread(target=watch, daemon=True).start()
-    cpu0 = sum(psutil.Process().cpu_times()[:2])
+    cpu0 = sum(proc.cpu_times()[:2])
     t0 = time.monotonic()
     grid = tune.Tuner(
         tune.with_resources(tune.with_parameters(_trainable, payloads=payloads), {"cpu": 1, "gpu": 1}),
@@ -92,7 +93,7 @@ def run(n_trials: int, slots: int) -> dict[str, Any]:
     sweep_s = time.monotonic() - t0
     stop.set()
     workers = worker_processes()
-    driver_cpu_s = sum(psutil.Process().cpu_times()[:2]) - cpu0
+    driver_cpu_s = sum(proc.cpu_times()[:2]) - cpu0
     ray.shutdown()
     return {"trials": len(trials), "slots": slots, "ray_worker_processes": workers, "results": len(grid),
             "sweep_s": round(sweep_s, 1), "driver_cpu_s": round(driver_cpu_s, 1),
