@@ -158,3 +158,21 @@ def test_sampling_changes_the_step_time_by_less_than_one_percent() -> None:
     result = util_overhead.sampling_overhead(trial, torch.device("cuda"), windows=20)
     assert result["readings"] > 0 and result["gpu_util_pct"] is not None
     assert abs(result["change_pct"]) < 1.0, result
+
+
+def test_a_sampler_wakeup_is_measured_on_a_launch_bound_loop() -> None:
+    """The amplified check (benchmarks/sampler_wakeup.py) on this CPU: the real sampler thread,
+    waking every millisecond, with a stand-in reading that holds the GIL. It must see a reading of
+    300 us cost the loop about that much per wake-up, and a 10 us one far less, so the bound it
+    gives at sweeper's period is measured, not assumed."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import sampler_wakeup
+
+    heavy = sampler_wakeup.wakeup_cost(windows=16, reading_us=300, min_window_s=0.03)
+    light = sampler_wakeup.wakeup_cost(windows=16, reading_us=10, min_window_s=0.03)
+    assert heavy["wakeups_per_window"] > 5 and light["wakeups_per_window"] > 10
+    assert 200 < heavy["wakeup_us"] < 1000, heavy
+    assert light["wakeup_us"] < heavy["wakeup_us"] / 3, (light, heavy)
+    assert light["bound_pct_at_sample_period"] < 1.0, light
