@@ -17,7 +17,6 @@ median window, divided by the wake-ups in a window, is the cost of one wake-up, 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import sys
@@ -33,7 +32,10 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from sweeper.measure import gpu_util  # noqa: E402
-from sweeper.measure.timing import Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved  # noqa: E402
+from sweeper.measure.timing import Arm, calibrate, fixed_window, paired_interval, run_interleaved  # noqa: E402
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from util_overhead import merge_windows, write_json  # noqa: E402
 
 PERIOD_S = 0.001
 """Seconds between wake-ups here: 100 times sweeper's rate."""
@@ -63,10 +65,6 @@ def launch_bound_step(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
-def _merge(a: WindowStats, b: WindowStats) -> WindowStats:
-    return WindowStats(a.window_s + b.window_s, a.iter_s + b.iter_s, a.iters_per_window)
-
-
 def wakeup_cost(windows: int = 200, reading_us: float = 10.0, period_s: float = PERIOD_S,
                 min_window_s: float = 0.05) -> dict[str, Any]:
     """Alternated windows with and without the sampler waking every `period_s`; the change and
@@ -84,7 +82,7 @@ def wakeup_cost(windows: int = 200, reading_us: float = 10.0, period_s: float = 
         p2, s2 = run_interleaved([plain, sampled], windows - windows // 2)
     finally:
         sampler.close()
-    with_s, without_s = _merge(s1, s2), _merge(p1, p2)
+    with_s, without_s = merge_windows(s1, s2), merge_windows(p1, p2)
     low, high = paired_interval(with_s, without_s)  # sampled over plain
     window_s = without_s.median_iter_s * iters
     wakeups = probe.readings / windows
@@ -108,10 +106,7 @@ def main() -> int:
     ap.add_argument("--period-s", type=float, default=PERIOD_S)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    text = json.dumps(wakeup_cost(args.windows, args.reading_us, args.period_s), indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_json(wakeup_cost(args.windows, args.reading_us, args.period_s), args.out)
     return 0
 
 

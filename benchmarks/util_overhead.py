@@ -44,7 +44,7 @@ def pick(spec_path: str, setting: str) -> Trial:
     raise ValueError(f"no trial {setting} in {spec_path}")
 
 
-def _merge(a: WindowStats, b: WindowStats) -> WindowStats:
+def merge_windows(a: WindowStats, b: WindowStats) -> WindowStats:
     return WindowStats(a.window_s + b.window_s, a.iter_s + b.iter_s, a.iters_per_window)
 
 
@@ -63,7 +63,7 @@ def sampling_overhead(trial: Trial, device: torch.device, windows: int = 20) -> 
         plain = Arm(fixed_window(lambda: wb.step(module), device, iters), iters)
         s1, p1 = run_interleaved([sampled, plain], windows // 2)
         p2, s2 = run_interleaved([plain, sampled], windows - windows // 2)
-    with_s, without_s = _merge(s1, s2), _merge(p1, p2)
+    with_s, without_s = merge_windows(s1, s2), merge_windows(p1, p2)
     low, high = paired_interval(with_s, without_s, m.seed)  # sampled over plain step time
     return {"trial": trial.label, "device": torch.cuda.get_device_name(device), "windows": windows,
             "iters_per_window": iters, "step_ms_sampled": with_s.median_iter_s * 1e3,
@@ -90,6 +90,14 @@ def reading_cost(device: torch.device, readings: int = 200) -> dict[str, float]:
             "bound_pct": 100 * median_s / gpu_util.SAMPLE_PERIOD_S}
 
 
+def write_json(result: Any, out: Path | None) -> None:
+    """Print the result as JSON, and write it to `out` too when given."""
+    text = json.dumps(result, indent=1)
+    if out:
+        out.write_text(text + "\n")
+    sys.stdout.write(text + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("spec")
@@ -100,10 +108,7 @@ def main() -> int:
     cost = reading_cost(torch.device("cuda"))
     results = [{**sampling_overhead(pick(args.spec, s), torch.device("cuda"), args.windows), **cost}
                for s in args.setting]
-    text = json.dumps(results, indent=1)
-    if args.out:
-        args.out.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+    write_json(results, args.out)
     return 0
 
 
