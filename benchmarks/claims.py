@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -27,8 +26,11 @@ from sweeper.analysis.frames import fmt_num, is_missing, prepare  # noqa: E402
 from sweeper.analysis.ranking import DRIFT_LIMIT_PCT  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+import readme_section  # noqa: E402
+
 RESULTS = REPO / "experiments" / "results" / "h200" / "claims"
-START, END = "<!-- claims:start -->", "<!-- claims:end -->"
+START, END = readme_section.markers("claims")
 PUBLISHED_EPOCH: dict[str, tuple[str, float, float, float]] = {
     "resnet18": ("ResNet-18 (ImageNet)", 30.2, 11.8, 2.56),
     "vit_tiny": ("ViT-Tiny", 45.6, 17.3, 2.64),
@@ -165,15 +167,11 @@ def section(df: pd.DataFrame | None, overhead: list[dict] | None = None) -> str:
 
 
 def extract(readme: str) -> str | None:
-    found = re.search(re.escape(START) + r"\n(.*?)\n" + re.escape(END), readme, re.S)
-    return found.group(1) if found else None
+    return readme_section.extract(readme, "claims")
 
 
 def replace(readme: str, body: str) -> str:
-    if extract(readme) is None:
-        raise ValueError(f"README lacks the {START} ... {END} markers")
-    return re.sub(re.escape(START) + r"\n.*?\n" + re.escape(END), lambda _: f"{START}\n{body}\n{END}", readme,
-                  flags=re.S)
+    return readme_section.replace(readme, "claims", body)
 
 
 def main() -> int:
@@ -183,8 +181,7 @@ def main() -> int:
     args = ap.parse_args()
     body = section(load(args.results), load_overhead(args.results))
     if args.write:
-        path = REPO / "README.md"
-        path.write_text(replace(path.read_text(), body))
+        readme_section.write("claims", body)
     else:
         sys.stdout.write(body + "\n")
     return 0

@@ -43,3 +43,27 @@ def test_per_model_summary_from_the_rows(tmp_path: Path) -> None:
     assert "gpt2" not in body.split("## Whole vs regional")[0]  # its one trial failed
     assert "| bert-base | default | 64 | 18 | 9 | 2x | 9,000 | 8,100 | 0.9x | 12 | 1 / 1 |" in body
     assert "| resnet50 | whole | default | 8 | 30 | 1 | — | — | — | 1 |" in body
+
+
+def test_the_readme_table_is_the_committed_rows() -> None:
+    import readme_section
+
+    readme = (REPO / "README.md").read_text()
+    body = regional_tables.readme_body()
+    assert "| bert-base | 4 |" in body and "| resnet50 | 4 |" in body
+    assert readme_section.extract(readme, "regional") == body, "run: python benchmarks/regional_tables.py --write"
+
+
+def test_a_readme_section_is_replaced_between_its_markers_only() -> None:
+    import readme_section
+
+    start, end = readme_section.markers("x")
+    text = f"a\n{start}\nold\n{end}\nb {start}\n"
+    assert readme_section.extract(readme_section.replace(text, "x", "new\nlines"), "x") == "new\nlines"
+    assert readme_section.replace(text, "x", "new").endswith(f"{end}\nb {start}\n")
+    try:
+        readme_section.replace("no markers", "x", "new")
+    except ValueError as e:
+        assert start in str(e)
+    else:
+        raise AssertionError("a README without the markers was accepted")
