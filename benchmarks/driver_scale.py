@@ -1,7 +1,7 @@
 """The sweep driver alone at cluster scale: N synthetic trials through the real runner and sweep state.
 
     python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--device cuda|cpu] [--out DIR]
-        [--json FILE] [--tracemalloc]
+        [--tune-logs LIST] [--json FILE] [--tracemalloc]
 
 Everything a real sweep does on the driver runs for real: the spec is expanded, the results
 directory is claimed, Ray starts (a local Ray with `--slots` logical CPUs and, by default, as many
@@ -12,9 +12,11 @@ trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, th
 `run_sweep(..., _measure=...)`, a private parameter no command can reach.
 
 It reports the sweep's wall time (Ray start apart), how many Ray worker processes the session
-started (Tune starts a new actor whenever it has no idle one to hand a trial, and on a small host
-each new process costs about a CPU-second, which decides most of the wall time), the driver's CPU
-seconds, its resident memory at the start of the sweep, after its first 100 rows (Tune's loggers
+started and how many trial actors Tune created, of them how many lived under a second: Tune asks
+for a new actor for every trial it stages, and when a finished trial's actor becomes free first
+(an instant trial ends long before a new actor has started) it hands the staged trial that one and
+stops the new one; with free slots every such start is a new worker process, about a CPU-second on a
+small host, which then decides most of the wall time. Then the driver's CPU seconds, its resident memory at the start of the sweep, after its first 100 rows (Tune's loggers
 import their libraries with the first result), just before its last row, and its peak, and checks
 while the sweep runs that every row the driver holds is on disk as a part file (sampled every
 second), and at the end that the compacted file holds every trial. With `--tracemalloc` (slower:
@@ -43,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sweeper.results.store import part_files, read_results  # noqa: E402
+from sweeper.run.options import TUNE_LOGS, tune_logs as tune_logs_option  # noqa: E402
 from sweeper.run.state import SweepState  # noqa: E402
 from sweeper.spec.schema import load_spec  # noqa: E402
 from sweeper.spec.trials import expand  # noqa: E402
@@ -68,6 +71,18 @@ def spec_text(n_trials: int, slots: int, device: str = "cuda") -> dict[str, Any]
     return {"name": "driver_scale", "models": [{"name": "bert-tiny"}],
             "axes": {"mode": ["eager"], "batch_size": list(range(1, n_trials + 1)), "seq_len": [16]},
             "measure": {"backend": "eager", "warm_compile": False}, "resources": resources}
+
+
+def trial_actors() -> dict[str, int]:
+    """Tune's trial actors this Ray session created, and how many of them lived under a second:
+    Tune asks for an actor for every trial it stages and, when a finished trial's actor is free
+    first, hands the trial that one and stops the new one (instant trials finish before a new
+    actor has started). Read from the GCS's actor table (Ray's private state API)."""
+    from ray._private import state as ray_state
+
+    table = [a for a in ray_state.state.actor_table(None).values() if a.get("ActorClassName") == "ImplicitFunc"]
+    lived_ms = [a.get("EndTime", 0) - a.get("StartTime", 0) for a in table if a.get("EndTime")]
+    return {"trial_actors": len(table), "trial_actors_under_1s": sum(ms < 1000 for ms in lived_ms)}
 
 
 def worker_processes() -> int:
@@ -104,7 +119,7 @@ class Watch(threading.Thread):
             tick += 1
             if tick % 4 == 0:
                 held = set(self.state.by_trial)  # rows recorded so far (each written before it is held)
-                on_disk = {p.name.split("-", 1)[1].removesuffix(".parquet") for p in part_files(self.state.dir)}
+                on_disk = {p.stem.split("-", 1)[1] for p in part_files(self.state.dir)}
                 self.checks += 1
                 self.not_durable += len(held - on_disk)  # nothing is compacted before the sweep ends
 
@@ -118,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tracemalloc", action="store_true", help="name the lines whose allocations grew most")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cuda: `--slots` logical GPUs, one per trial (a GPU cluster); cpu: max_concurrent_trials")
+    ap.add_argument("--tune-logs", type=tune_logs_option, default=TUNE_LOGS, metavar="LIST",
+                    help="Tune's own records, as `sweeper run --tune-logs` (default: all)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("sweeper").setLevel(logging.WARNING)  # 2,000 progress lines would time the terminal
@@ -125,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     spec_path = out.parent / "driver_scale.yaml"
     spec_path.parent.mkdir(parents=True, exist_ok=True)
     spec_path.write_text(yaml.safe_dump(spec_text(args.trials, args.slots, args.device)))
-    figures = run(spec_path, out, args.slots, args.tracemalloc, args.device)
+    figures = run(spec_path, out, args.slots, args.tracemalloc, args.device, args.tune_logs)
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
@@ -140,7 +157,8 @@ def growth(before: tracemalloc.Snapshot | None, top: int = 12) -> list[str]:
     return [f"{s.size_diff / 2**20:+.1f} MiB {s.count_diff:+d} blocks {s.traceback[0]}" for s in stats[:top]]
 
 
-def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, device: str = "cuda") -> dict[str, Any]:
+def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, device: str = "cuda",
+        tune_logs: tuple[str, ...] = TUNE_LOGS) -> dict[str, Any]:
     import ray
 
     from sweeper.run import ray_tune as runner
@@ -161,9 +179,9 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, devi
     cpu0 = sum(watch.proc.cpu_times()[:2])
     t0 = time.monotonic()
     state.save_manifest()
-    missing = runner.run_sweep(state, trials, device, _measure=synthetic_row)
+    missing = runner.run_sweep(state, trials, device, tune_logs=tune_logs, _measure=synthetic_row)
     sweep_s = time.monotonic() - t0
-    workers = worker_processes()
+    workers, actors = worker_processes(), trial_actors()
     driver_cpu_s = sum(watch.proc.cpu_times()[:2]) - cpu0
     watch.stop.set()
     watch.join()
@@ -173,7 +191,8 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, devi
     state.close()
     compact_s = time.monotonic() - t1
     ray.shutdown()
-    return {"trials": len(trials), "slots": slots, "device": device, "ray_worker_processes": workers,
+    return {"trials": len(trials), "slots": slots, "device": device, "tune_logs": ",".join(tune_logs) or "none",
+            "ray_worker_processes": workers, **actors,
             "ray_start_s": round(ray_start_s, 1),
             "sweep_s": round(sweep_s, 1), "driver_cpu_s": round(driver_cpu_s, 1), "compact_s": round(compact_s, 2),
             "trials_per_s": round(len(trials) / sweep_s, 1), "missing": len(missing),

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 from driver_scale import spec_text, worker_processes  # noqa: E402
 
-from sweeper.run.ray_tune import _payloads  # noqa: E402
+from sweeper.run.isolate import trial_payloads  # noqa: E402
 from sweeper.spec.schema import load_spec  # noqa: E402
 from sweeper.spec.trials import expand  # noqa: E402
 
@@ -70,7 +70,7 @@ def run(n_trials: int, slots: int) -> dict[str, Any]:
     spec_path.write_text(yaml.safe_dump(spec_text(n_trials, slots)))
     spec = load_spec(spec_path)
     trials, _ = expand(spec)
-    payloads = _payloads(trials, "cuda", 1, spec)
+    payloads = trial_payloads(trials, "cuda", 1, spec.resources)
     ray.init(num_cpus=slots, num_gpus=slots, include_dashboard=False, logging_level=logging.WARNING,
              log_to_driver=False)
     proc, stop = psutil.Process(), threading.Event()

@@ -98,6 +98,35 @@ def test_readers_see_parts_beside_the_compacted_file(tmp_path):
     assert len(read_results([tmp_path / "out" / RESULTS_FILE])) == 5 and part_files(tmp_path / "out") == []
 
 
+
+def test_parts_are_arrow_files_and_parquet_parts_of_an_older_driver_still_count(tmp_path):
+    """Parts are Arrow IPC files with the Parquet file's schema; a directory an older driver left
+    mid-sweep holds Parquet parts, which readers and the resume's compaction take as well."""
+    import pyarrow as pa
+
+    from sweeper.results.store import SCHEMA, write_rows
+
+    spec = load_spec(_spec(tmp_path, 4))
+    trials, out = expand(spec)[0], tmp_path / "out"
+    state = SweepState.open(spec, out, resume=False)
+    state.claim()
+    state.add(trials[0], {"status": "ok", "throughput_items_s": 5.0})
+    [part] = part_files(out)
+    assert part.suffix == ".arrow" and pa.ipc.open_file(part).read_all().schema == SCHEMA
+    older = state.add(trials[1], {"status": "ok", "throughput_items_s": 6.0})
+    newest = part_files(out)[-1]
+    write_rows(newest.with_suffix(".parquet"), [older])  # as the older driver wrote it
+    newest.unlink()
+    state.ownership.release()  # the driver ends here without closing: nothing compacted
+    assert [p.suffix for p in part_files(out)] == [".arrow", ".parquet"]
+    assert read_results([out]).set_index("trial_id").throughput_items_s.to_dict() == {
+        trials[0].trial_id: 5.0, trials[1].trial_id: 6.0}
+    resumed = SweepState.open(spec, out, resume=True)
+    resumed.claim()  # compacts both kinds
+    assert part_files(out) == [] and len(resumed.rows) == 2
+    resumed.add(trials[2], {"status": "ok"})
+    resumed.close()
+    assert len(read_results([out / RESULTS_FILE])) == 3
 HOLDER = """
 import sys, time
 from pathlib import Path

@@ -158,3 +158,46 @@ def test_large_files_reach_the_results_directory_and_never_tune_records(ray_loca
     tune_files = [p for p in (tmp_path / "out" / "tune").rglob("*") if p.is_file()]
     assert tune_files and max(p.stat().st_size for p in tune_files) < 256 * 2**10
     assert not [p for p in tune_files for s in slices if s in p.read_bytes()]
+
+
+@pytest.mark.parametrize("logs, kept", [(("json",), {"result", "params"}), ((), set())])
+def test_tune_logs_keeps_only_the_records_asked_for(ray_local, tmp_path, logs, kept):
+    """`--tune-logs json` keeps result.json and params.json, no CSV or TensorBoard events; `none`
+    no per-trial record at all; the rows are whole either way."""
+    from sweeper.run import ray_tune as runner
+    from sweeper.run.state import SweepState
+    from sweeper.spec.schema import load_spec
+    from sweeper.spec.trials import expand
+
+    def measure(payload: dict, max_retries: int = 1) -> dict:
+        return {"status": "ok", "error": None, "throughput_items_s": float(payload["trial"]["batch_size"])}
+
+    spec = load_spec(write_spec(tmp_path, tiny_spec("logs", axes={"mode": ["eager"], "batch_size": [1, 2, 3]})))
+    trials, _ = expand(spec)
+    state = SweepState.open(spec, tmp_path / "out", resume=False)
+    state.claim()
+    state.save_manifest()
+    assert runner.run_sweep(state, trials, "cpu", tune_logs=logs, _measure=measure) == []
+    state.close()
+    rows = read_results([tmp_path / "out"])
+    assert sorted(rows.throughput_items_s) == [1.0, 2.0, 3.0]
+    trial_dirs = [d for d in (tmp_path / "out" / "tune").glob("run-*/*") if d.is_dir()]
+    records = {p.name.split(".")[0] for d in trial_dirs for p in d.iterdir()}
+    assert records == kept
+
+
+@pytest.mark.parametrize("value, expected", [("all", ("json", "csv", "tensorboard")), ("none", ()),
+                                             ("tensorboard, json", ("json", "tensorboard"))])
+def test_tune_logs_option_words(value, expected):
+    from sweeper.run.options import tune_logs
+
+    assert tune_logs(value) == expected
+
+
+@pytest.mark.parametrize("value", ["jsn", "", "none,json"])
+def test_tune_logs_option_refuses_other_words(value):
+    from sweeper.run.options import tune_logs
+    from sweeper.run.state import SweepError
+
+    with pytest.raises(SweepError, match=f"--tune-logs {value!r}: expected all, none or"):
+        tune_logs(value)

@@ -14,6 +14,7 @@ from pathlib import Path
 from sweeper import __version__, zoo
 from sweeper.results.schema import ResultsError
 from sweeper.spec.schema import SpecError, SweepSpec, load_spec
+from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError, SweepState
 from sweeper.spec.trials import Dropped, Trial, expand
 
@@ -96,7 +97,8 @@ def _run_claimed(args: argparse.Namespace, spec: SweepSpec, state: SweepState, t
         log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
                  len(trials) - len(todo), device, state.results_path)
         state.save_manifest()
-        missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback) if todo else []
+        missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback,
+                                   tune_logs=args.tune_logs) if todo else []
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
         print(f"sweeper: interrupted; {len(state.rows)} of {len(trials)} trials are saved in {state.results_path}; "
               f"to finish the sweep: {resume_command(args, results_dir)}", file=sys.stderr)
@@ -149,6 +151,8 @@ def resume_command(args: argparse.Namespace, results_dir: Path) -> str:
         words += [flag, value] if value else []
     for name in args.callback:
         words += ["--callback", name]
+    if args.tune_logs != TUNE_LOGS:
+        words += ["--tune-logs", ",".join(args.tune_logs) or "none"]
     words += ["--no-report"] if args.no_report else []
     return shlex.join(words)
 
@@ -187,14 +191,14 @@ def _frame(state: SweepState):
     return read_results([state.results_path])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?",
-                                 parents=[_global_flags(argparse.SUPPRESS)])
-    ap.add_argument("--version", action="version", version=f"sweeper {__version__}")
-    ap.set_defaults(verbose=False)
-    common = [_global_flags(argparse.SUPPRESS)]  # also after the subcommand: `sweeper validate SPEC -v`
-    sub = ap.add_subparsers(dest="command", required=True)
+def _tune_logs(value: str) -> tuple[str, ...]:
+    try:
+        return tune_logs(value)
+    except SweepError as e:
+        raise argparse.ArgumentTypeError(str(e).removeprefix("--tune-logs ")) from None
 
+
+def _add_run(sub: argparse._SubParsersAction, common: list[argparse.ArgumentParser]) -> None:
     run = sub.add_parser("run", help="run a sweep (local Ray, or a cluster with --address)", parents=common)
     run.add_argument("spec", help="sweep spec (YAML)")
     run.add_argument("--results", help="results directory (default: the spec's results_dir or results/NAME)")
@@ -204,10 +208,25 @@ def build_parser() -> argparse.ArgumentParser:
                      "s3://bucket/path (default: RESULTS/tune); the rows stay in RESULTS/results.parquet")
     run.add_argument("--callback", action="append", choices=["wandb", "mlflow"], default=[],
                      help="also log every trial to W&B or MLflow (needs that package); repeatable")
+    run.add_argument("--tune-logs", type=_tune_logs, default=TUNE_LOGS, metavar="LIST",
+                     help="Tune's own per-trial records under RESULTS/tune (or --storage): all (default: "
+                     "json,csv,tensorboard), none, or a comma-separated list; each costs the driver per trial "
+                     "(a sweep of thousands of short trials runs faster with none; the rows hold everything)")
     run.add_argument("--resume", action="store_true", help="finish the sweep in --results: run missing trials only")
     run.add_argument("--retry-failed", action="store_true", help="like --resume, and rerun crashed/timeout trials")
     run.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
     run.set_defaults(func=_cmd_run)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="sweeper", description="Should I torch.compile this model, and how?",
+                                 parents=[_global_flags(argparse.SUPPRESS)])
+    ap.add_argument("--version", action="version", version=f"sweeper {__version__}")
+    ap.set_defaults(verbose=False)
+    common = [_global_flags(argparse.SUPPRESS)]  # also after the subcommand: `sweeper validate SPEC -v`
+    sub = ap.add_subparsers(dest="command", required=True)
+
+    _add_run(sub, common)
 
     val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing", parents=common)
     val.add_argument("spec")

@@ -1,10 +1,11 @@
 """Results on disk: rows to an Arrow table, atomic Parquet writes, and reading many runs back.
 
 A sweep directory holds `results.parquet` (the compacted rows) and, while a sweep runs, one small
-part file per row under `rows/`, each written atomically: a row costs one small write whatever the
-sweep's size, and a driver killed at any moment leaves every row it recorded. Readers see the
-compacted file and the parts together (a part overrides the compacted row of its trial), so a
-report taken mid-sweep holds every row written so far. No torch, no Ray: a report can be rebuilt
+part file per row under `rows/` (Arrow IPC, `.arrow`: the same columns and types as the Parquet
+file, written in a thirtieth of the time), each written atomically: a row costs one small write
+whatever the sweep's size, and a driver killed at any moment leaves every row it recorded. Readers
+see the compacted file and the parts together (a part overrides the compacted row of its trial),
+so a report taken mid-sweep holds every row written so far. No torch, no Ray: a report can be rebuilt
 anywhere from Parquet files copied off a cluster.
 """
 
@@ -30,7 +31,9 @@ log = logging.getLogger(__name__)
 RESULTS_FILE = "results.parquet"
 MANIFEST_FILE = "sweep.json"
 PARTS_DIR = "rows"
-"""Beside RESULTS_FILE: one Parquet file per row recorded since the last compaction."""
+"""Beside RESULTS_FILE: one Arrow IPC file per row recorded since the last compaction."""
+PART_SUFFIXES = (".arrow", ".parquet")
+"""A part file's suffix: Arrow IPC; Parquet in directories an older sweeper left mid-sweep."""
 _READ_RETRY_S = 30.0
 """How long a reader keeps listing again while compactions remove the part files it listed."""
 
@@ -56,24 +59,32 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> None:
     atomic_write_bytes(path, _parquet_bytes(rows))
 
 
-def _parquet_bytes(rows: list[dict[str, Any]], compression: str = "zstd") -> bytes:
+def _parquet_bytes(rows: list[dict[str, Any]]) -> bytes:
     sink = pa.BufferOutputStream()
-    pq.write_table(rows_to_table(rows), sink, compression=compression, write_statistics=compression != "none")
+    pq.write_table(rows_to_table(rows), sink, compression="zstd")
     return sink.getvalue().to_pybytes()
 
 
 def write_part(results_dir: Path, seq: int, row: dict[str, Any]) -> Path:
-    """One row durably, as its own part file (temp + fsync + rename): O(1) per row. Uncompressed:
-    a one-row file gains nothing from zstd but costs 3x the encoding time; compaction compresses."""
-    path = results_dir / PARTS_DIR / f"{seq:08d}-{row['trial_id']}.parquet"
-    atomic_write_bytes(path, _parquet_bytes([row], compression="none"))
+    """One row durably, as its own part file (temp + fsync + rename): O(1) per row. Arrow IPC, not
+    Parquet: a one-row Parquet file costs the driver about 2 ms to encode (its page and column
+    metadata for every column), an IPC file 0.06 ms; compaction writes the Parquet file."""
+    path = results_dir / PARTS_DIR / f"{seq:08d}-{row['trial_id']}.arrow"
+    table = rows_to_table([row])
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    atomic_write_bytes(path, sink.getvalue().to_pybytes())
     return path
 
 
 def part_files(results_dir: Path) -> list[Path]:
     """The directory's part files in the order they were written."""
     parts = results_dir / PARTS_DIR
-    return sorted(p for p in parts.glob("*.parquet") if not p.name.startswith(".")) if parts.is_dir() else []
+    if not parts.is_dir():
+        return []
+    return sorted((p for p in parts.iterdir() if p.suffix in PART_SUFFIXES and not p.name.startswith(".")),
+                  key=lambda p: p.name)
 
 
 def next_part_seq(results_dir: Path) -> int:
@@ -94,13 +105,15 @@ def compact(results_dir: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def _read_one(path: Path) -> pd.DataFrame:
+    arrow = _is_part(path) and path.suffix == ".arrow"
     try:
         with open(path, "rb") as f:  # one open file: a file replaced meanwhile is read whole, old or new
-            table = pq.read_table(f)
+            table = pa.ipc.open_file(f).read_all() if arrow else pq.read_table(f)
     except FileNotFoundError:
         raise  # a part file compacted away while being read: read_results starts over
     except (pa.ArrowInvalid, OSError) as e:
-        raise ResultsError(f"{path}: not a readable Parquet file ({str(e).splitlines()[0]})") from None
+        kind = "Arrow IPC" if arrow else "Parquet"
+        raise ResultsError(f"{path}: not a readable {kind} file ({str(e).splitlines()[0]})") from None
     missing_id = {"sweep_id", "trial_id", "status"} - set(table.column_names)
     if missing_id:
         raise ResultsError(f"{path}: not a sweeper results file (no {', '.join(sorted(missing_id))} column)")
@@ -134,7 +147,8 @@ def find_result_files(paths: Iterable[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for f in p.rglob("*.parquet") if not f.name.startswith(".")]
+            found = [f for f in p.rglob("*") if not f.name.startswith(".") and f.is_file()
+                     and (f.suffix == ".parquet" or (_is_part(f) and f.suffix in PART_SUFFIXES))]
             if not found:
                 raise ResultsError(f"{p}: no .parquet files in this directory")
             files.extend(sorted(found, key=_read_order))

@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -93,3 +94,17 @@ def cpu_slot(cpus_per_trial: int, wait_s: float = WAIT_S) -> Iterator[list[int] 
             yield None
             return
         time.sleep(0.2)
+
+
+def cpus_per_trial(wanted: int | None, gpu_share: float, device: str, nodes: list[dict[str, Any]]) -> tuple[int, bool]:
+    """CPUs each trial holds, and whether its processes are pinned to them: `wanted` (the spec's
+    resources.cpus_per_trial) when set; on GPUs by default each trial's equal share of its node's
+    CPUs by GPU share, the smallest over the alive GPU nodes of `nodes` (as `ray.nodes()` lists them);
+    else one CPU, unpinned."""
+    if wanted is not None:
+        return wanted, True
+    if device != "cuda":
+        return 1, False
+    shares = [int(n["Resources"]["CPU"] * gpu_share // n["Resources"]["GPU"])
+              for n in nodes if n.get("Alive") and n["Resources"].get("GPU") and n["Resources"].get("CPU")]
+    return max(1, min(shares, default=1)), True

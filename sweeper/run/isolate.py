@@ -21,7 +21,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 
@@ -31,6 +31,10 @@ from sweeper.measure.forkserver import NEEDS_CUDA_ENV
 from sweeper.results import traces
 from sweeper.run import artifacts, forks
 from sweeper.run.cpus import cpu_slot
+
+if TYPE_CHECKING:
+    from sweeper.spec.sections import Resources
+    from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
@@ -51,6 +55,16 @@ def user_import_path() -> list[str]:
         if p.is_dir() and not any(p == s or s in p.parents for s in system) and str(p) not in found:
             found.append(str(p))
     return found
+
+
+def trial_payloads(trials: list[Trial], device: str, pin_cpus: int | None, resources: Resources) -> dict[str, str]:
+    """What each trial's worker gets (`run_trial`'s payload), as JSON by trial id. torch reads
+    TORCH_TRACE when imported, so a traced trial's measuring processes are new interpreters."""
+    import_path, r = user_import_path(), resources  # where the driver found the spec's factories
+    return {t.trial_id: json.dumps({"trial": t.to_dict(), "device": device, "import_path": import_path,
+                                    "pin_cpus": pin_cpus, "trials_per_gpu": r.trials_per_gpu if device == "cuda" else 1,
+                                    "process_start": "subprocess" if t.measure.trace else r.process_start})
+            for t in trials}
 
 
 def _pythonpath(extra: list[str]) -> str:

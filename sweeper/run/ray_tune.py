@@ -11,12 +11,11 @@ too (flat metrics and parameters, JSON, CSV and TensorBoard logs) under RESULTS/
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import logging
 import os
 import signal
-import sys
 import threading
 from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tabl
 # Tune would catch Ctrl-C, end the run as if it had finished and return: let it reach the CLI instead,
 # which says how to resume and exits 130 (SIGTERM takes the same path, see `connect`).
 os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
+os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # Tune's own records are the ones --tune-logs names
 
 import ray  # noqa: E402
 from ray import tune  # noqa: E402
@@ -37,8 +37,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noq
 
 from sweeper.run import artifacts, search  # noqa: E402
 from sweeper.run.address import check_client, probe  # noqa: E402
-from sweeper.run.isolate import user_import_path  # noqa: E402
-from sweeper.run.options import CALLBACKS, check_options, storage_uri  # noqa: E402,F401
+from sweeper.run.cpus import cpus_per_trial  # noqa: E402
+from sweeper.run.isolate import trial_payloads  # noqa: E402
+from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, storage_uri  # noqa: E402,F401
+from sweeper.run.options import import_tensorboardx_without_torch  # noqa: E402
 from sweeper.run.progress import Progress, kind  # noqa: E402
 from sweeper.run.state import SweepError, SweepState  # noqa: E402
 from sweeper.spec.schema import SweepSpec  # noqa: E402
@@ -96,14 +98,31 @@ def resolve_device(spec: SweepSpec) -> str:
     return "cuda" if wanted == "cuda" or (wanted == "auto" and gpus > 0) else "cpu"
 
 
-def _trainable(config: dict[str, Any], payloads: dict[str, str], max_retries: int,
-               measure: Callable[..., dict[str, Any]] | None = None, sink: Any = None) -> None:
+_SHARED: dict[str, dict[str, Any]] = {}
+"""In a Ray worker: what every trial of a sweep shares, by its object's id, fetched once per process."""
+
+
+def _shared(handle: list[Any]) -> dict[str, Any]:
+    """The sweep's shared object (trial payloads, retries, the artifact sink). Tune's
+    `with_parameters` fetches and unpickles its objects again for every trial an actor runs, so it
+    carries only this one-element list holding the object's reference; a reused actor fetches the
+    object itself once (a cluster sweep's payloads are megabytes, its trials thousands)."""
+    ref = handle[0]
+    key = ref.hex()
+    if key not in _SHARED:
+        _SHARED.clear()  # a worker runs one sweep's trials at a time
+        _SHARED[key] = ray.get(ref)
+    return _SHARED[key]
+
+
+def _trainable(config: dict[str, Any], shared: list[Any]) -> None:
     """Runs in a Ray worker: measure in fresh subprocesses, have the sink write the row's large
     files (when there is one), report flat metrics and the row."""
     from sweeper.run.isolate import run_trial
 
-    tid = config["trial_id"]
-    row = (measure or run_trial)(json.loads(payloads[tid]), max_retries=max_retries)
+    tid, s = config["trial_id"], _shared(shared)
+    sink, measure = s["sink"], s["measure"]
+    row = (measure or run_trial)(json.loads(s["payloads"][tid]), max_retries=s["max_retries"])
     row["node_ip"] = ray.util.get_node_ip_address()
     row["node_id"] = ray.get_runtime_context().get_node_id()  # IPs repeat when nodes share a host
     if sink is not None:
@@ -166,19 +185,6 @@ def _trial_name(trial: Any) -> str:
     return trial.config["trial_id"]
 
 
-def cpus_per_trial(spec: SweepSpec, device: str) -> tuple[int, bool]:
-    """CPUs each trial holds, and whether its processes are pinned to them. By default on GPUs:
-    each trial's equal share of its node's CPUs by GPU share (the smallest over the GPU nodes)."""
-    r = spec.resources
-    if r.cpus_per_trial is not None:
-        return r.cpus_per_trial, True
-    if device != "cuda":
-        return 1, False
-    shares = [int(n["Resources"]["CPU"] * r.gpu_share // n["Resources"]["GPU"])
-              for n in ray.nodes() if n.get("Alive") and n["Resources"].get("GPU") and n["Resources"].get("CPU")]
-    return max(1, min(shares, default=1)), True
-
-
 def _storage(state: SweepState, storage: str | None) -> str:
     """Where Tune keeps its records: RESULTS/tune, or a URI any pyarrow file system serves."""
     if storage is None:
@@ -186,18 +192,22 @@ def _storage(state: SweepState, storage: str | None) -> str:
     return storage_uri(storage)
 
 
-def _tensorboardx_without_torch() -> None:
-    """Tune's TensorBoard logger imports tensorboardX, whose writer tries `import torch` only to
-    accept tensors (about 470 MB in a driver that never needs torch): import it first, torch hidden."""
-    if "torch" in sys.modules or "tensorboardX" in sys.modules or importlib.util.find_spec("tensorboardX") is None:
-        return
-    sys.modules["torch"] = None  # type: ignore[assignment]  # `import torch` raises ImportError meanwhile
-    try:
-        import tensorboardX  # noqa: F401
-    except ImportError:
-        log.debug("tensorboardX without torch failed; Tune imports it as usual", exc_info=True)
-    finally:
-        del sys.modules["torch"]
+def record_callbacks(names: tuple[str, ...]) -> list[tune.Callback]:
+    """Tune's own per-trial records by name (options.TUNE_LOGS). Each costs the driver per trial:
+    TensorBoard's writer starts two threads and a pipe for every trial it opens."""
+    from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
+
+    found: list[tune.Callback] = [JsonLoggerCallback()] if "json" in names else []
+    found += [CSVLoggerCallback()] if "csv" in names else []
+    if "tensorboard" in names:
+        import_tensorboardx_without_torch()
+        try:
+            from ray.tune.logger import TBXLoggerCallback
+
+            found.append(TBXLoggerCallback())
+        except ImportError:
+            log.warning("no TensorBoard records: tensorboardX is not installed (pip install tensorboardX)")
+    return found
 
 
 def logger_callbacks(names: list[str], spec: SweepSpec) -> list[tune.Callback]:
@@ -217,25 +227,15 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
                               known)
 
 
-def _payloads(trials: list[Trial], device: str, pin_cpus: int | None, spec: SweepSpec) -> dict[str, str]:
-    """What each trial's worker gets, as JSON by trial id (cheap to unpickle in every worker).
-    torch reads TORCH_TRACE when imported, so a traced trial's measuring processes are new interpreters."""
-    import_path, r = user_import_path(), spec.resources  # where the driver found the spec's factories
-    return {t.trial_id: json.dumps({"trial": t.to_dict(), "device": device, "import_path": import_path,
-                                    "pin_cpus": pin_cpus, "trials_per_gpu": r.trials_per_gpu if device == "cuda" else 1,
-                                    "process_start": "subprocess" if t.measure.trace else r.process_start})
-            for t in trials}
-
-
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
-              callbacks: list[str] | None = None, *,
+              callbacks: list[str] | None = None, tune_logs: tuple[str, ...] = TUNE_LOGS, *,
               _measure: Callable[..., dict[str, Any]] | None = None) -> list[str]:
     """Run `trials` (or the spec's search over them), record every trial that runs in `state`, and
     return the ids of trials started but left without a row. Through Ray Client (ray://) rows come
-    from Tune's results at the end. `_measure` (benchmarks/driver_scale.py only) stands in for
-    isolate.run_trial in the workers."""
+    from Tune's results at the end. `tune_logs`: Tune's own records to write (options.TUNE_LOGS).
+    `_measure` (benchmarks/driver_scale.py only) stands in for isolate.run_trial in the workers."""
     r = state.spec.resources
-    cpus, pinned = cpus_per_trial(state.spec, device)
+    cpus, pinned = cpus_per_trial(r.cpus_per_trial, r.gpu_share, device, ray.nodes())
     resources = {"cpu": cpus, "gpu": r.gpu_share if device == "cuda" else 0}
     concurrent = r.max_concurrent_trials or (None if device == "cuda" else 1)  # CPU trials: one at a time
     gpus = int(ray.cluster_resources().get("GPU", 0) / r.gpu_share) if device == "cuda" else 1
@@ -243,13 +243,12 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     planned = len(searcher.first) + searcher.budget
     progress = Progress(total=planned, slots=concurrent or max(1, gpus), kinds={t.trial_id: kind(t) for t in trials})
     progress.announce(resources, concurrent, ray.cluster_resources(), ray.available_resources())
-    _tensorboardx_without_torch()
     collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
     client = ray.util.client.ray.is_connected()
-    payloads = _payloads(trials, device, cpus if pinned else None, state.spec)
+    payloads = trial_payloads(trials, device, cpus if pinned else None, r)
     with _sink(state, client) as sink:
-        trainable = tune.with_parameters(_trainable, payloads=payloads, max_retries=r.max_retries, measure=_measure,
-                                         sink=sink)
+        shared = ray.put({"payloads": payloads, "max_retries": r.max_retries, "measure": _measure, "sink": sink})
+        trainable = tune.with_parameters(_trainable, shared=[shared])
         grid = tune.Tuner(
             tune.with_resources(trainable, resources),
             tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
@@ -258,6 +257,7 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
             run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
                                       storage_path=None if client and storage is None else _storage(state, storage),
                                       verbose=0, callbacks=[*([] if client else [collector]),
+                                                            *record_callbacks(tune_logs),
                                                             *logger_callbacks(callbacks or [], state.spec)],
                                       failure_config=tune.FailureConfig(max_failures=r.max_retries)),
         ).fit()
