@@ -92,6 +92,26 @@ def test_bad_factory_result_is_a_runtime_error_row(tmp_path):
     assert "returned str, not an nn.Module" in row["error"]
 
 
+def test_a_zoo_model_is_built_on_the_trials_device_and_a_factory_model_as_its_factory_builds_it():
+    import torch
+
+    from sweeper.measure.workbench import build_bundle
+
+    zoo_trial = _trial()[0]
+    (factory_trial,) = [t for t in _trial(models=[{"name": "m", "factory": "faulty_models:make_ok",
+                                                   "input": {"kind": "tensor", "shape": [8]}}]) if t.mode == "eager"]
+    meta = torch.device("meta")  # no storage: a parameter there was created there, not moved
+    assert {p.device.type for p in build_bundle(zoo_trial, meta).model.parameters()} == {"meta"}
+    assert {p.device.type for p in build_bundle(factory_trial, meta).model.parameters()} == {"cpu"}
+    assert torch.get_default_device().type == "cpu"  # the build's default device does not leak
+    # on the host, the same weights as a build without a device
+    torch.manual_seed(0)
+    plain = build_bundle(zoo_trial).model.state_dict()
+    torch.manual_seed(0)
+    on_cpu = build_bundle(zoo_trial, torch.device("cpu")).model.state_dict()
+    assert all(torch.equal(plain[k], on_cpu[k]) for k in plain)
+
+
 @pytest.mark.slow
 def test_inductor_cold_then_warm_compile_in_fresh_processes():
     """A real inductor compile in a fresh cache, then again in a new process reusing it."""

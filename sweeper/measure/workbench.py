@@ -48,7 +48,11 @@ def _plain_module_bundle(model: nn.Module, spec: InputSpec | None) -> Bundle:
     return Bundle(model, make, xent_loss if num_classes else mse_loss)
 
 
-def build_bundle(trial: Trial) -> Bundle:
+def build_bundle(trial: Trial, device: torch.device | None = None) -> Bundle:
+    """The trial's model and input maker. A zoo model is built under `device` as torch's default
+    device, so its weights are created and initialized there (a GPU draws the random weights
+    far faster than the host); a factory's model is built as the factory builds it (on the host,
+    unless it says otherwise) and moved afterwards."""
     m = trial.model
     if m.factory:
         built = _import(m.factory)(**m.kwargs)
@@ -57,7 +61,8 @@ def build_bundle(trial: Trial) -> Bundle:
         if not isinstance(built, nn.Module):
             raise TypeError(f"factory {m.factory} returned {type(built).__name__}, not an nn.Module or Bundle")
         return _plain_module_bundle(built, m.input)
-    return _import(zoo.REGISTRY[m.name].builder)(**m.kwargs)
+    with device if device is not None else contextlib.nullcontext():
+        return _import(zoo.REGISTRY[m.name].builder)(**m.kwargs)
 
 
 def zero_dropout(model: nn.Module) -> None:
@@ -159,8 +164,12 @@ def build_workbench(trial: Trial, device: torch.device, mark: Callable[[str], No
         torch.cuda.init()
         torch.empty(1, device=device)  # the context exists once something is allocated
         mark("cuda_init")
-    bundle = build_bundle(trial)
+    bundle = build_bundle(trial, device)
     model = bundle.model.to(device)
+    if device.type == "cuda":  # what initializing the weights left in the allocator is not the trial's
+        sync(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
     gen = torch.Generator().manual_seed(m.seed)
     batch = bundle.make_batch(trial.batch_size, trial.seq_len, gen).to(device)
     wb = Workbench(trial, device, model, bundle, batch)

@@ -1,0 +1,119 @@
+"""Zoo models built on the host and moved, against built on the device: seconds, and the same weights?
+
+A measuring process builds its model after CUDA's start; a zoo model is built under the trial's
+device as torch's default device, so its random weights are drawn there. This times, in one process
+whose CUDA context is up, both ways of building each model, alternated (host, device, device,
+host, ...), each ending with the model and a batch on the device and the device synchronized. It
+also checks that the device-built model is the same model: the same parameter and buffer names,
+shapes and dtypes, every tensor on the device, and each weight tensor's mean and standard deviation
+as the host's initialization gives them (within `--tol` of the tensor's own spread, for tensors of
+at least 1,000 elements; fewer elements make the statistics too noisy to compare).
+
+    python benchmarks/model_build.py --models resnet50 vit_b_16 bert-base gpt2 [--repeats 3] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+
+from sweeper.measure.workbench import build_bundle  # noqa: E402
+from sweeper.spec.schema import parse_spec  # noqa: E402
+from sweeper.spec.trials import Trial, expand  # noqa: E402
+
+
+def trial_for(model: str) -> Trial:
+    spec = parse_spec({"name": "build", "models": [{"name": model}],
+                       "axes": {"mode": ["eager"], "batch_size": [64], "seq_len": [128]}})
+    trials, _ = expand(spec)
+    return trials[0]
+
+
+def build_once(trial: Trial, device: torch.device, on_device: bool) -> tuple[float, torch.nn.Module]:
+    """Seconds from nothing to the model and one batch on `device`, synchronized."""
+    torch.manual_seed(trial.measure.seed)
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    bundle = build_bundle(trial, device if on_device else None)
+    model = bundle.model.to(device)
+    bundle.make_batch(trial.batch_size, trial.seq_len, torch.Generator().manual_seed(0)).to(device)
+    torch.cuda.synchronize(device)
+    return time.perf_counter() - t0, model
+
+
+def same_model(host: torch.nn.Module, dev: torch.nn.Module, device: torch.device, tol: float) -> list[str]:
+    """What differs between the two builds, beyond the random draws themselves."""
+    problems = []
+    h, d = dict(host.state_dict()), dict(dev.state_dict())
+    if h.keys() != d.keys():
+        return [f"state names differ: {sorted(h.keys() ^ d.keys())[:5]}"]
+    for name, a in h.items():
+        b = d[name]
+        if b.device.type != device.type:
+            problems.append(f"{name} on {b.device}")
+        if a.shape != b.shape or a.dtype != b.dtype:
+            problems.append(f"{name}: {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}")
+            continue
+        if not a.is_floating_point() or a.numel() < 1000:
+            if not a.is_floating_point() and not torch.equal(a.cpu(), b.cpu()):
+                problems.append(f"{name}: integer buffer differs")
+            continue
+        a64, b64 = a.double().cpu(), b.double().cpu()
+        spread = max(a64.std().item(), 1e-12)
+        if abs(a64.mean().item() - b64.mean().item()) > tol * spread or abs(a64.std().item() - b64.std().item()) > tol * spread:
+            problems.append(f"{name}: mean/std {a64.mean().item():.4g}/{a64.std().item():.4g} on the host, "
+                            f"{b64.mean().item():.4g}/{b64.std().item():.4g} on the device")
+    return problems
+
+
+def measure(model_name: str, device: torch.device, repeats: int, tol: float) -> dict[str, Any]:
+    trial = trial_for(model_name)
+    times: dict[str, list[float]] = {"host": [], "device": []}
+    built: dict[str, torch.nn.Module] = {}
+    for i in range(repeats):
+        for where in (("host", "device") if i % 2 == 0 else ("device", "host")):
+            s, model = build_once(trial, device, where == "device")
+            times[where].append(s)
+            built[where] = model
+    problems = same_model(built["host"], built["device"], device, tol)
+    return {"model": model_name, "host_build_s": times["host"], "device_build_s": times["device"],
+            "host_median_s": statistics.median(times["host"]), "device_median_s": statistics.median(times["device"]),
+            "parameters": sum(p.numel() for p in built["device"].parameters()), "problems": problems}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", nargs="+", default=["resnet50", "vit_b_16", "bert-base", "gpt2"])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--tol", type=float, default=0.05, help="allowed mean/std difference, in the tensor's std")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("model_build.py: needs a CUDA device", file=sys.stderr)
+        return 2
+    device = torch.device("cuda")
+    torch.empty(1, device=device)
+    rows = [measure(m, device, args.repeats, args.tol) for m in args.models]
+    print("| model | parameters | host-built s (median) | device-built s (median) | problems |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model']} | {r['parameters'] / 1e6:.1f} M | {r['host_median_s']:.3f} | {r['device_median_s']:.3f} "
+              f"| {'; '.join(r['problems'][:3]) or 'none'} |")
+    if args.json:
+        args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
+                                         "rows": rows}, indent=2))
+    return 1 if any(r["problems"] for r in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
