@@ -5,9 +5,9 @@ device as torch's default device, so its random weights are drawn there. This ti
 whose CUDA context is up, both ways of building each model, alternated (host, device, device,
 host, ...), each ending with the model and a batch on the device and the device synchronized. It
 also checks that the device-built model is the same model: the same parameter and buffer names,
-shapes and dtypes, every tensor on the device, and each weight tensor's mean and standard deviation
-as the host's initialization gives them (within `--tol` of the tensor's own spread, for tensors of
-at least 1,000 elements; fewer elements make the statistics too noisy to compare).
+shapes and dtypes, every tensor on the device, constant tensors (norm weights, zeroed biases, index
+buffers) equal, and each random tensor's mean and standard deviation as the host's initialization
+gives them (within `--z-max` standard errors for a sample of that size).
 
     python benchmarks/model_build.py --models resnet50 vit_b_16 bert-base gpt2 [--repeats 3] [--json OUT]
 """
@@ -51,8 +51,10 @@ def build_once(trial: Trial, device: torch.device, on_device: bool) -> tuple[flo
     return time.perf_counter() - t0, model
 
 
-def same_model(host: torch.nn.Module, dev: torch.nn.Module, device: torch.device, tol: float) -> list[str]:
-    """What differs between the two builds, beyond the random draws themselves."""
+def same_model(host: torch.nn.Module, dev: torch.nn.Module, device: torch.device, z_max: float) -> list[str]:
+    """What differs between the two builds, beyond the random draws themselves: names, shapes,
+    dtypes, devices; a constant tensor (a norm's weight, a zeroed bias) must be equal, and a random
+    one's mean and standard deviation must agree within `z_max` standard errors of a sample of its size."""
     problems = []
     h, d = dict(host.state_dict()), dict(dev.state_dict())
     if h.keys() != d.keys():
@@ -64,19 +66,21 @@ def same_model(host: torch.nn.Module, dev: torch.nn.Module, device: torch.device
         if a.shape != b.shape or a.dtype != b.dtype:
             problems.append(f"{name}: {tuple(a.shape)} {a.dtype} vs {tuple(b.shape)} {b.dtype}")
             continue
-        if not a.is_floating_point() or a.numel() < 1000:
-            if not a.is_floating_point() and not torch.equal(a.cpu(), b.cpu()):
-                problems.append(f"{name}: integer buffer differs")
+        a64, b64 = a.detach().double().cpu(), b.detach().double().cpu()
+        if not a.is_floating_point() or a64.numel() < 2 or a64.std().item() == 0:
+            if not torch.equal(a64, b64):
+                problems.append(f"{name}: constant or integer tensor differs")
             continue
-        a64, b64 = a.double().cpu(), b.double().cpu()
-        spread = max(a64.std().item(), 1e-12)
-        if abs(a64.mean().item() - b64.mean().item()) > tol * spread or abs(a64.std().item() - b64.std().item()) > tol * spread:
-            problems.append(f"{name}: mean/std {a64.mean().item():.4g}/{a64.std().item():.4g} on the host, "
+        n, sd = a64.numel(), a64.std().item()
+        z_mean = abs(a64.mean().item() - b64.mean().item()) / (sd * (2 / n) ** 0.5)
+        z_std = abs(sd - b64.std().item()) / (sd / n ** 0.5)  # each std's error is about sd / sqrt(2n)
+        if max(z_mean, z_std) > z_max:
+            problems.append(f"{name} ({n} values): mean/std {a64.mean().item():.4g}/{sd:.4g} on the host, "
                             f"{b64.mean().item():.4g}/{b64.std().item():.4g} on the device")
     return problems
 
 
-def measure(model_name: str, device: torch.device, repeats: int, tol: float) -> dict[str, Any]:
+def measure(model_name: str, device: torch.device, repeats: int, z_max: float) -> dict[str, Any]:
     trial = trial_for(model_name)
     times: dict[str, list[float]] = {"host": [], "device": []}
     built: dict[str, torch.nn.Module] = {}
@@ -85,7 +89,7 @@ def measure(model_name: str, device: torch.device, repeats: int, tol: float) -> 
             s, model = build_once(trial, device, where == "device")
             times[where].append(s)
             built[where] = model
-    problems = same_model(built["host"], built["device"], device, tol)
+    problems = same_model(built["host"], built["device"], device, z_max)
     return {"model": model_name, "host_build_s": times["host"], "device_build_s": times["device"],
             "host_median_s": statistics.median(times["host"]), "device_median_s": statistics.median(times["device"]),
             "parameters": sum(p.numel() for p in built["device"].parameters()), "problems": problems}
@@ -95,7 +99,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet50", "vit_b_16", "bert-base", "gpt2"])
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--tol", type=float, default=0.05, help="allowed mean/std difference, in the tensor's std")
+    ap.add_argument("--z-max", type=float, default=6.0, help="allowed mean/std difference, in standard errors")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -103,7 +107,7 @@ def main() -> int:
         return 2
     device = torch.device("cuda")
     torch.empty(1, device=device)
-    rows = [measure(m, device, args.repeats, args.tol) for m in args.models]
+    rows = [measure(m, device, args.repeats, args.z_max) for m in args.models]
     print("| model | parameters | host-built s (median) | device-built s (median) | problems |")
     print("|---|---|---|---|---|")
     for r in rows:
