@@ -16,8 +16,9 @@ started and how many trial actors Tune created, of them how many lived under a s
 for a new actor for every trial it stages, and when a finished trial's actor becomes free first
 (an instant trial ends long before a new actor has started) it hands the staged trial that one and
 stops the new one; with free slots every such start is a new worker process, about a CPU-second on a
-small host, which then decides most of the wall time. Then the driver's CPU seconds, its resident memory at the start of the sweep, after its first 100 rows (Tune's loggers
-import their libraries with the first result), just before its last row, and its peak, and checks
+small host, which then decides most of the wall time. Then the driver's CPU seconds, its resident
+memory at the start of the sweep, after its first 100 rows (Tune's loggers import their libraries
+with the first result), just before its last row, and its peak, and checks
 while the sweep runs that every row the driver holds is on disk as a part file (sampled every
 second), and at the end that the compacted file holds every trial. With `--tracemalloc` (slower:
 every allocation is traced) it also names the source lines whose Python allocations grew most

@@ -98,7 +98,6 @@ def test_readers_see_parts_beside_the_compacted_file(tmp_path):
     assert len(read_results([tmp_path / "out" / RESULTS_FILE])) == 5 and part_files(tmp_path / "out") == []
 
 
-
 def test_parts_are_arrow_files_and_parquet_parts_of_an_older_driver_still_count(tmp_path):
     """Parts are Arrow IPC files with the Parquet file's schema; a directory an older driver left
     mid-sweep holds Parquet parts, which readers and the resume's compaction take as well."""
@@ -127,6 +126,8 @@ def test_parts_are_arrow_files_and_parquet_parts_of_an_older_driver_still_count(
     resumed.add(trials[2], {"status": "ok"})
     resumed.close()
     assert len(read_results([out / RESULTS_FILE])) == 3
+
+
 HOLDER = """
 import sys, time
 from pathlib import Path

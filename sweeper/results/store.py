@@ -147,8 +147,9 @@ def find_result_files(paths: Iterable[str | Path]) -> list[Path]:
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            found = [f for f in p.rglob("*") if not f.name.startswith(".") and f.is_file()
-                     and (f.suffix == ".parquet" or (_is_part(f) and f.suffix in PART_SUFFIXES))]
+            # the name first, so Tune's records and the artifacts under the directory cost no stat
+            found = [f for f in p.rglob("*") if not f.name.startswith(".")
+                     and (f.suffix == ".parquet" or (_is_part(f) and f.suffix in PART_SUFFIXES)) and f.is_file()]
             if not found:
                 raise ResultsError(f"{p}: no .parquet files in this directory")
             files.extend(sorted(found, key=_read_order))
