@@ -17,7 +17,7 @@ from sweeper.spec import bucketing
 from sweeper.measure import process as measure
 from sweeper.measure.workbench import Workbench
 from sweeper.report import page as report
-from sweeper.measure import streams
+from sweeper.measure import streams, witness
 from sweeper.spec import lengths as workloads
 from sweeper.spec.bucketing import pad_length, parse
 from sweeper.results.schema import COLUMN_NAMES, normalize_row
@@ -339,6 +339,7 @@ def test_stream_steady_passes_alternate_eager_and_compiled(tmp_path: Path, monke
         return real_step(wb, module)
 
     monkeypatch.setattr(Workbench, "step", spy)
+    monkeypatch.setattr(witness, "probe_ms", lambda: 1.0)  # a host at one speed: no extra passes
     row = measure.run({"trial": trial.to_dict(), "device": "cpu"}, tmp_path / "row.json")
     assert row["status"] == "ok", row["error"]
     n, size = trial.workload.steady_passes, row["stream_batches"]

@@ -21,15 +21,28 @@ interval (`speedup_low`/`_high`) widens it by what was measured beyond the trial
   interval reaches the speedup against the eager trial too: two measurements of one baseline
   disagree, and the truth may lie anywhere between.
 
+Both sides are compared at the same host speed: rows carry what the host-speed witness read
+(`witness_ms`, `eager_witness_ms`, `host_state`), and a side whose headline did not run at the
+host's fast state (the fastest reference any trial of that host saw) is compared by its slow-state
+figures instead, where both sides have them. A drift that remains gets its cause named
+(`drift_cause`). A host profile (`sweeper calibrate`) replaces the floors below with its own.
+
 Pure pandas.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from sweeper.results.schema import WITNESS_SLOW_FACTOR
 
 MATCH_KEYS = ["sweep_id", "model", "phase", "precision", "batch_size", "seq_len", "workload", "bucketing",
               "device_name", "matmul_precision"]
@@ -51,6 +64,43 @@ measured in the same study: 8.4% (bert-base bf16 `default`, eager windows spread
 at once, 1.64x alone)."""
 
 
+@dataclass(frozen=True)
+class Floors:
+    """The least half-widths of reported intervals, as fractions, and where they were measured."""
+
+    run_to_run: float = RUN_TO_RUN_FLOOR
+    unstable_baseline: float = UNSTABLE_BASELINE_FLOOR
+    source: str = "measured on 2x H200 (experiments/results/h200/truth)"
+
+
+_floors = [Floors()]
+
+
+def floors() -> Floors:
+    """The floors in force: a host profile's, inside `host_floors`, else the module's."""
+    return _floors[-1]
+
+
+def read_profile(path: Path) -> Floors:
+    """The floors of a host profile written by `sweeper calibrate` (ValueError naming the file)."""
+    try:
+        data = json.loads(Path(path).read_text())
+        return Floors(float(data["run_to_run_floor"]), float(data["unstable_baseline_floor"]),
+                      f"host profile {path} ({data.get('hostname', '?')}, {data.get('measured_at', '?')})")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"host profile {path} is not readable: {e}") from e
+
+
+@contextlib.contextmanager
+def host_floors(profile: Floors | None) -> Iterator[None]:
+    """Use a host profile's floors for the analysis inside the block (None: the module's)."""
+    _floors.append(profile or _floors[0])
+    try:
+        yield
+    finally:
+        _floors.pop()
+
+
 class _EagerTrials:
     """The ok eager trials of each row's context, matched once per frame: the context key is
     built once, and each column's per-context median once."""
@@ -62,10 +112,12 @@ class _EagerTrials:
         self.eager = df["status"].eq("ok") & df["mode"].eq("eager")
         self._matched: dict[str, pd.Series] = {}
 
-    def match(self, column: str) -> pd.Series:
-        """Per row: `column` of the ok eager trial(s) of the row's context (median), or null."""
+    def match(self, column: str, values: pd.Series | None = None) -> pd.Series:
+        """Per row: `column` (or `values`, named so) of the ok eager trial(s) of the row's context
+        (median), or null."""
         if column not in self._matched:
-            values = pd.to_numeric(self.df[column], errors="coerce")[self.eager]
+            source = self.df.get(column, pd.Series(index=self.df.index, dtype="float64")) if values is None else values
+            values = pd.to_numeric(source, errors="coerce")[self.eager]
             self._matched[column] = self.key.map(values.groupby(self.key[self.eager]).median()).astype("float64")
         return self._matched[column]
 
@@ -75,34 +127,94 @@ def _compiled_ok(df: pd.DataFrame, values: pd.Series) -> pd.Series:
 
 
 def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
-    """The self-check's columns of a prepared frame: baseline_drift_pct, eager_trial_speedup,
-    speedup_low and speedup_high, from one match of every row with its eager trial."""
-    trials = _EagerTrials(df) if not df.empty else None
-    other = eager_trial_speedup(df, trials)
-    low, high = reported_interval(df, trials, other)
-    return {"baseline_drift_pct": baseline_drift_pct(df, trials), "eager_trial_speedup": other,
-            "speedup_low": low, "speedup_high": high}
+    """The self-check's columns of a prepared frame: baseline_drift_pct, drift_state, drift_cause,
+    eager_trial_speedup and speedup_low / speedup_high, from one match of every row with its eager
+    trial, at the same host speed."""
+    if df.empty:
+        empty = pd.Series(dtype="float64", index=df.index)
+        return {"baseline_drift_pct": empty, "drift_state": empty.astype("object"),
+                "drift_cause": empty.astype("object"), "eager_trial_speedup": empty,
+                "speedup_low": empty, "speedup_high": empty}
+    trials = _EagerTrials(df)
+    m = _matched_state(df, trials)
+    low, high = reported_interval(df, trials, m["eager_trial_speedup"])
+    return {**m, "drift_cause": drift_cause(df, m), "speedup_low": low, "speedup_high": high}
+
+
+def at_fast_state(df: pd.DataFrame, witness_col: str) -> pd.Series:
+    """Per row: its headline ran at the host's fast state (witness within WITNESS_SLOW_FACTOR of the
+    fastest reference of its host); True for rows without witness readings (older rows)."""
+    reading, ref = _num(df, witness_col), _num(df, "witness_ref_ms")
+    host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
+    fastest = ref.groupby(host).transform("min")
+    state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
+    fast = (reading <= fastest * WITNESS_SLOW_FACTOR) & state.ne("slow")
+    return fast.where(reading.notna() & fastest.notna(), True).astype(bool)
+
+
+def _num(df: pd.DataFrame, column: str) -> pd.Series:
+    """A numeric column of `df`, all null where the frame lacks it (rows older than the column)."""
+    if column not in df.columns:
+        return pd.Series(np.nan, index=df.index, dtype="float64")
+    return pd.to_numeric(df[column], errors="coerce").astype("float64")
+
+
+def _ratio(a: pd.Series, b: pd.Series) -> pd.Series:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return pd.to_numeric(a, errors="coerce") / b
+
+
+def _matched_state(df: pd.DataFrame, trials: _EagerTrials) -> dict[str, pd.Series]:
+    """Drift and the speedup against the eager trial, both sides at the host's fast state; where
+    one side was not and both have slow-state figures, at the slow state ("mismatched": neither)."""
+    trial_fast = trials.match("_at_fast_state", at_fast_state(df, "witness_ms").astype("float64")).eq(1.0)
+    both_fast = at_fast_state(df, "eager_witness_ms") & trial_fast
+    fast_drift = (_ratio(df["eager_throughput_items_s"], trials.match("throughput_items_s")) - 1.0) * 100.0
+    fast_other = _ratio(df["throughput_items_s"], trials.match("throughput_items_s"))
+    slow_base = trials.match("throughput_slow_items_s")
+    slow_drift = (_ratio(_num(df, "eager_throughput_slow_items_s"), slow_base) - 1.0) * 100.0
+    slow_other = _ratio(_num(df, "throughput_slow_items_s"), slow_base)
+    use_slow = ~both_fast & slow_drift.notna()
+    state = pd.Series("fast", index=df.index, dtype="object").where(both_fast, "mismatched")
+    state = state.where(~use_slow, "slow")
+    return {"baseline_drift_pct": _compiled_ok(df, fast_drift.where(~use_slow, slow_drift)),
+            "eager_trial_speedup": _compiled_ok(df, fast_other.where(~use_slow, slow_other)),
+            "drift_state": state.where(_compiled_ok(df, fast_drift).notna(), None)}
+
+
+DRIFT_CAUSE_LIMIT_PCT = 5.0
+"""Past this drift a row's cause is named (ranking's DRIFT_LIMIT_PCT is the same line)."""
+
+
+def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series]) -> pd.Series:
+    """Per drifted row, what the rows show of why: a compiling neighbour, a host that ran slow
+    through one side (no matched state to compare), or nothing that the witness saw."""
+    drift = m["baseline_drift_pct"]
+    busy = _num(df, "host_busy_windows_pct").fillna(0.0)
+    cause = pd.Series("unexplained: both sides ran at the same host speed", index=df.index, dtype="object")
+    cause = cause.where(~m["drift_state"].eq("slow"), "unexplained: compared at the host's slow state")
+    cause = cause.where(~m["drift_state"].eq("mismatched"),
+                        "the host's CPUs ran slow through one side (no common speed state to compare)")
+    cause = cause.where(busy.le(0), "a neighbour trial compiled during " + busy.round(0).astype(int).astype(str)
+                        + "% of the timed windows")
+    return cause.where(drift.abs() > DRIFT_CAUSE_LIMIT_PCT, None)
 
 
 def baseline_drift_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
     """Per row: in-trial eager throughput vs the eager trial's, in percent (positive: the in-trial
-    baseline ran faster). Null for eager rows, failed rows and rows with no eager trial to match."""
+    baseline ran faster), at the same host speed. Null for eager rows, failed rows and rows with no
+    eager trial to match."""
     if df.empty:
         return pd.Series(dtype="float64", index=df.index)
-    inside = pd.to_numeric(df["eager_throughput_items_s"], errors="coerce")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        drift = (inside / (trials or _EagerTrials(df)).match("throughput_items_s") - 1.0) * 100.0
-    return _compiled_ok(df, drift)
+    return _matched_state(df, trials or _EagerTrials(df))["baseline_drift_pct"]
 
 
 def eager_trial_speedup(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
-    """Per compiled row: its throughput over the eager trial's of its context (null without one)."""
+    """Per compiled row: its throughput over the eager trial's of its context, at the same host
+    speed (null without one)."""
     if df.empty:
         return pd.Series(dtype="float64", index=df.index)
-    eager_items_s = (trials or _EagerTrials(df)).match("throughput_items_s")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = pd.to_numeric(df["throughput_items_s"], errors="coerce") / eager_items_s
-    return _compiled_ok(df, ratio)
+    return _matched_state(df, trials or _EagerTrials(df))["eager_trial_speedup"]
 
 
 def baseline_spread_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
@@ -124,7 +236,8 @@ def reported_interval(df: pd.DataFrame, trials: _EagerTrials | None = None,
     low = pd.to_numeric(df["speedup_ci_low"], errors="coerce")
     high = pd.to_numeric(df["speedup_ci_high"], errors="coerce")
     unstable = baseline_spread_pct(df, trials).ge(STABLE_SPREAD_PCT)
-    floor = pd.Series(RUN_TO_RUN_FLOOR, index=df.index).where(~unstable, UNSTABLE_BASELINE_FLOOR)
+    f = floors()
+    floor = pd.Series(f.run_to_run, index=df.index).where(~unstable, f.unstable_baseline)
     floor = floor.where(~df["mode"].eq("eager"), 0.0)
     low = np.fmin(low, speedup * (1 - floor)).where(low.notna())
     high = np.fmax(high, speedup * (1 + floor)).where(high.notna())

@@ -32,11 +32,13 @@ _NUMERIC = [
     "stream_break_even_batches", "accuracy_shapes", "speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct",
     "eager_err_vs_fp64", "compiled_err_vs_fp64", "mem_need_reserved_gib", "device_mem_used_gib", "cpu_count",
     "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
-    "eager_spread_pct", "compiled_need_reserved_gib",
+    "eager_spread_pct", "compiled_need_reserved_gib", "witness_ms", "eager_witness_ms", "witness_ref_ms",
+    "slow_windows_pct", "matched_pairs", "speedup_slow", "throughput_slow_items_s", "eager_throughput_slow_items_s",
+    "speedup_all_windows",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
-         "region_classes", "megacache_file"]
+         "region_classes", "megacache_file", "host_state"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -66,7 +68,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     given = pd.to_numeric(out.get("baseline_drift_pct", pd.Series(index=out.index, dtype="float64")), errors="coerce")
     checked = self_check(out)
     out["baseline_drift_pct"] = checked.pop("baseline_drift_pct").fillna(given)  # a frame may carry it already
-    return out.assign(**checked)
+    return out.assign(**checked).copy()  # one block per dtype: the frame gains columns later
 
 
 def is_missing(value: object) -> bool:

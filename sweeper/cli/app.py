@@ -169,8 +169,9 @@ def baseline_check(df) -> str:
     lines = [f"baseline check: {int(checked.sum())} compiled rows matched to an eager trial, {int(off.sum())} "
              f"drift more than {DRIFT_LIMIT_PCT:g}% (their speedup is not established)"]
     for _, r in data[off].iterrows():
+        at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
         lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
-                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial")
+                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial{at}: {r.get('drift_cause') or 'cause unknown'}")
     return "\n".join(lines)
 
 
@@ -245,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     from sweeper.cli import trace_cmd
 
     trace_cmd.register(sub, common)
+    from sweeper.cli import calibrate_cmd
+
+    calibrate_cmd.register(sub, common)
     return ap
 
 

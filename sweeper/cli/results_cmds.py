@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from sweeper.analysis import recommend_text
+from sweeper.analysis import drift, recommend_text
 from sweeper.analysis.recommend import Limits, RecommendError, recommend_all
 from sweeper.report.page import DEFAULT_TITLE, write_report
 from sweeper.results.schema import ResultsError
@@ -29,7 +29,7 @@ USAGE_ERROR = 2
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser] | None = None) -> None:
     """Add `report` and `recommend` to the CLI's subparsers (`parents`: the flags every command takes)."""
-    parents = parents or []
+    parents = [*(parents or []), _host_profile_flag()]
     rep = subparsers.add_parser("report", help="build the one-file HTML Pareto report from results", parents=parents,
                                 description="Build one self-contained HTML report (opens offline) "
                                 "from sweeper Parquet results: files or directories, several sweeps at once.")
@@ -69,7 +69,29 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     rec.set_defaults(func=cmd_recommend)
 
 
+def _host_profile_flag() -> argparse.ArgumentParser:
+    flag = argparse.ArgumentParser(add_help=False)
+    flag.add_argument("--host-profile", type=Path, help="the intervals' floors from a `sweeper calibrate` profile")
+    return flag
+
+
+def _with_floors(command):
+    """Run `command(args)` with the interval floors of --host-profile (an unreadable one: one line)."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            profile = drift.read_profile(args.host_profile) if args.host_profile else None
+        except ValueError as e:
+            return _fail(e)
+        with drift.host_floors(profile):
+            return command(args)
+    return run
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    return _with_floors(_report)(args)
+
+
+def _report(args: argparse.Namespace) -> int:
     try:
         df = read_results(args.paths)
         base = read_results(args.compare) if args.compare else None
@@ -82,6 +104,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_recommend(args: argparse.Namespace) -> int:
+    return _with_floors(_recommend)(args)
+
+
+def _recommend(args: argparse.Namespace) -> int:
     for flag in ("max_memory_gib", "max_compile_s", "iterations", "batch_size"):
         value = getattr(args, flag)
         if value is not None and value <= 0:

@@ -35,15 +35,19 @@ def check(wb: Workbench, batch: Any, compiled_out: list[torch.Tensor], eager_out
 
 
 class FixedBatch:
-    """One batch of fixed shape. Its eager and float64 references are taken before anything
-    runs (training changes the weights), and kept on the host so they weigh on no peak."""
+    """One batch of fixed shape. A compiled trial's eager and float64 references are taken before
+    anything runs (training changes the weights), and kept on the host so they weigh on no peak;
+    an eager trial compares nothing and takes none."""
 
     kind = "fixed"
 
     def __init__(self, wb: Workbench):
         self.wb = wb
-        self.eager_ref = [t.cpu() for t in wb.capture(wb.model)]
-        self.fp64 = accuracy.fp64_reference(wb.model, wb.batch, wb.device, self._capture64)
+        self.eager_ref: list[torch.Tensor] = []
+        self.fp64: accuracy.Reference | None = None
+        if wb.trial.mode != "eager":
+            self.eager_ref = [t.cpu() for t in wb.capture(wb.model)]
+            self.fp64 = accuracy.fp64_reference(wb.model, wb.batch, wb.device, self._capture64)
 
     def _capture64(self, model64: nn.Module, batch64: Any) -> list[torch.Tensor]:
         return self.wb.capture(model64, batch64, autocast=False)

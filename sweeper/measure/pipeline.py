@@ -15,13 +15,13 @@ from typing import Any
 
 import torch
 
-from sweeper.measure import gpu_lock, gpu_util
+from sweeper.measure import gpu_lock, gpu_util, matching
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compiling
 from sweeper.measure.regions import compile_scope
-from sweeper.measure.timing import (Arm, WindowStats, calibrate, run_interleaved, run_windows, speedup_interval,
+from sweeper.measure.timing import (Arm, WindowStats, calibrate, run_windows, speedup_interval,
                                     timed_call)
 from sweeper.measure.workbench import Workbench
 
@@ -115,8 +115,7 @@ def _timing_row(ctx: Context, prefix: str, stats: WindowStats) -> dict[str, Any]
     row = ctx.feed.timing_row(prefix, stats)
     if not prefix:
         row.update(latency_p90_ms=stats.percentile_ms(90), latency_p99_ms=stats.percentile_ms(99),
-                   throughput_spread_pct=stats.spread_pct, timed_windows=len(stats.window_s),
-                   iters_per_window=stats.iters_per_window)
+                   throughput_spread_pct=stats.spread_pct, iters_per_window=stats.iters_per_window)
     elif prefix == "eager_":
         row["eager_spread_pct"] = stats.spread_pct
     return row
@@ -129,10 +128,12 @@ def measure_eager(ctx: Context) -> WindowStats:
     try:
         iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
         arm, watch = ctx.arm(wb.model, iters)
-        stats = run_interleaved([arm], ctx.feed.windows)[0]
+        matched = matching.run_matched([arm], ctx.feed.windows)
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
         raise classify(e, "run") from e
+    stats = matched.headline(0)
     ctx.row.update(_timing_row(ctx, "eager_", stats), **watch.util.as_row("eager_"), eager_peak_mem_gib=mem.peak_gib())
+    ctx.row.update(matched.row(["eager_"]), **matching.slow_throughputs(matched, ["eager_"], ctx.feed.items_per_iter()))
     return stats
 
 
@@ -162,8 +163,13 @@ def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,
     peak = mem.peak_gib()
     ctx.feed.warm_up(wb.model, ctx.row, "eager_")  # eager last ran before the compile
     (eager_arm, eager_watch), (compiled_arm, watch) = ctx.arm(wb.model, eager_iters), ctx.arm(compiled, iters, mem)
-    eager, stats = run_interleaved([eager_arm, compiled_arm], ctx.feed.windows)
-    ctx.row.update(eager_watch.util.as_row("eager_"), **watch.util.as_row(""))
+    matched = matching.run_matched([eager_arm, compiled_arm], ctx.feed.windows)
+    eager, stats = matched.headline(0), matched.headline(1)
+    slow = matching.slow_throughputs(matched, ["eager_", ""], ctx.feed.items_per_iter())
+    ctx.row.update(eager_watch.util.as_row("eager_"), **watch.util.as_row(""), **matched.row(["eager_", ""]), **slow,
+                   speedup_all_windows=matching.speedup(*matched.arms))
+    e_slow, c_slow = slow["eager_throughput_slow_items_s"], slow["throughput_slow_items_s"]
+    ctx.row["speedup_slow"] = c_slow / e_slow if e_slow and c_slow else None
     return stats, eager, max(peak, watch.peak_gib)
 
 
@@ -228,7 +234,8 @@ EAGER_BASELINE = {"speedup_vs_eager": 1.0, "speedup_ci_low": 1.0, "speedup_ci_hi
 
 def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
     row = ctx.row
-    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", *gpu_util.COLUMNS):
+    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", "witness_ms", "throughput_slow_items_s",
+              *gpu_util.COLUMNS):
         row[k] = row[f"eager_{k}"]
     row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
                peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)

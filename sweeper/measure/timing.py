@@ -12,9 +12,11 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+
+from sweeper.measure import witness
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -35,6 +37,23 @@ class WindowStats:
     window_s: list[float]
     iter_s: list[float]
     iters_per_window: int
+    witness_ms: list[float] = field(default_factory=list)
+    """Per window: the host-speed witness's reading around it (`sweeper.measure.witness`)."""
+
+    def subset(self, windows: list[int]) -> WindowStats:
+        """The same measurement restricted to the given windows (by index)."""
+        n = self.iters_per_window
+        return WindowStats([self.window_s[k] for k in windows],
+                           [s for k in windows for s in self.iter_s[k * n:(k + 1) * n]], n,
+                           [self.witness_ms[k] for k in windows] if self.witness_ms else [])
+
+    def extended(self, more: WindowStats) -> WindowStats:
+        return WindowStats(self.window_s + more.window_s, self.iter_s + more.iter_s, self.iters_per_window,
+                           self.witness_ms + more.witness_ms)
+
+    @property
+    def per_iter_s(self) -> list[float]:
+        return [w / self.iters_per_window for w in self.window_s]
 
     @property
     def median_iter_s(self) -> float:
@@ -54,15 +73,22 @@ class WindowStats:
         return (max(per_iter) - min(per_iter)) / statistics.median(per_iter) * 100
 
 
+def repeat(fn: Callable[[], object], n: int) -> None:
+    """Call `fn` n times, holding no output beyond the call that made it."""
+    for _ in range(n):
+        fn()
+
+
 def calibrate(fn: Callable[[], object], device: torch.device, warmup_iters: int,
               min_iters: int, min_window_s: float) -> int:
     """Run the warm-up, then time `min_iters` warmed-up calls; return iterations per window
     meeting both floors. The warm-up itself is not the yardstick: its first calls carry one-off
     costs (cuDNN autotuning, allocator growth, a training step's optimizer state), which would
-    make every window shorter than `min_window_s`."""
-    timed_call(lambda: [fn() for _ in range(warmup_iters)], device)
+    make every window shorter than `min_window_s`. Outputs are dropped as they come, as in a
+    user's loop: keeping them would add several outputs to the peak memory the warm-up starts."""
+    timed_call(lambda: repeat(fn, warmup_iters), device)
     probe_iters = max(1, min_iters)
-    elapsed, _ = timed_call(lambda: [fn() for _ in range(probe_iters)], device)
+    elapsed, _ = timed_call(lambda: repeat(fn, probe_iters), device)
     per_iter = max(elapsed / probe_iters, 1e-7)
     return max(min_iters, math.ceil(min_window_s / per_iter))
 
@@ -117,14 +143,19 @@ def run_interleaved(arms: list[Arm], windows: int) -> list[WindowStats]:
     """
     window_s: list[list[float]] = [[] for _ in arms]
     iter_s: list[list[float]] = [[] for _ in arms]
+    readings: list[float] = []  # the witness before each window, in timing order, then one after the last
     for _ in range(windows):
         for k, arm in enumerate(arms):
             arm.before()
+            readings.append(witness.probe_ms())
             laps = arm.window()
             arm.after()
             iter_s[k].extend(laps)
             window_s[k].append(sum(laps))
-    return [WindowStats(w, i, arm.iters) for w, i, arm in zip(window_s, iter_s, arms, strict=True)]
+    readings.append(witness.probe_ms())
+    around = [max(a, b) for a, b in zip(readings, readings[1:])]  # a window's: the slower of its two
+    return [WindowStats(w, i, arm.iters, around[k::len(arms)])
+            for k, (w, i, arm) in enumerate(zip(window_s, iter_s, arms, strict=True))]
 
 
 def run_windows(fn: Callable[[], object], device: torch.device, windows: int, iters: int) -> WindowStats:
@@ -139,8 +170,7 @@ def paired_interval(base: WindowStats, new: WindowStats, seed: int = 0) -> tuple
     """95% bootstrap interval of the speedup of `new` over `base`, median(base) / median(new) per
     iteration, resampling the pairs of alternated windows (window i of each was timed back to back,
     under the same conditions). A difference inside it is not established."""
-    b = [w / base.iters_per_window for w in base.window_s]
-    n = [w / new.iters_per_window for w in new.window_s]
+    b, n = base.per_iter_s, new.per_iter_s
     pairs = list(zip(b, n, strict=True))
     rng = random.Random(seed)
     ratios = sorted(statistics.median(p[0] for p in draw) / statistics.median(p[1] for p in draw)

@@ -18,6 +18,9 @@ EAGER = "eager"
 """The mode of a trial that does not compile: the baseline of its context."""
 MODES: tuple[str, ...] = (EAGER, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """Every value of the mode column: eager, then the torch.compile modes."""
+WITNESS_SLOW_FACTOR = 1.25
+"""A host-speed witness reading over this many times the host's fast-state reading is a window (or a
+trial) in the host's slow state: the measuring side classifies windows by it, the analysis trials."""
 CONFIG_COLUMNS: tuple[str, ...] = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
 """Columns a row copies unchanged from its trial's config; the trial id hashes them too."""
 
@@ -88,7 +91,7 @@ COLUMNS: list[Column] = [
     Column("latency_p99_ms", FLOAT, "Per-iteration latency, 99th percentile."),
     Column("throughput_spread_pct", FLOAT, "(max - min) / median of window throughputs, in percent."),
     Column("eager_spread_pct", FLOAT, "The same for the trial's eager windows (the baseline of its speedup); an eager row's equals throughput_spread_pct."),
-    Column("timed_windows", INT, "Number of timed windows."),
+    Column("timed_windows", INT, "Timed windows per arm: measure.windows, and more (up to 3x) while too few pairs ran at the host's fast state."),
     Column("iters_per_window", INT, "Iterations per timed window."),
     # memory
     Column("peak_mem_gib", FLOAT, "Peak allocated memory from the warm-up through the timed windows (CUDA; CUDA-graph pools included), or process RSS high-water (CPU)."),
@@ -106,6 +109,18 @@ COLUMNS: list[Column] = [
     Column("break_even_iters", FLOAT, "compile_s / (eager iter time - compiled iter time); inf when compiling never pays."),
     Column("speedup_ci_low", FLOAT, "Lower end of the speedup's 95% bootstrap interval over the pairs of alternated eager and compiled windows."),
     Column("speedup_ci_high", FLOAT, "Upper end of that interval. Speedups whose intervals overlap are not told apart."),
+    # host speed (the witness timed around every window: sweeper.measure.witness)
+    Column("witness_ms", FLOAT, "Host-speed witness (ms of a fixed probe of tiny torch CPU ops, the slower of the readings just before and after each window): median over the windows of the headline figures, compiled arm (an eager trial: its own)."),
+    Column("eager_witness_ms", FLOAT, "The same over the headline's eager windows."),
+    Column("witness_ref_ms", FLOAT, "The host's fast-state reading the trial judged its windows by (the fastest any process on the host had seen, or its own); a window reading over 1.25x that ran in the slow state."),
+    Column("slow_windows_pct", FLOAT, "Timed windows (both arms) whose witness read the host's slow state, in percent."),
+    Column("host_state", STR, "fast: the headline figures compare only pairs of alternated windows that both ran at the host's fast state; slow: too few did, the headline uses every pair."),
+    Column("matched_pairs", INT, "Pairs of alternated windows the headline figures (throughputs, speedup and its interval) were taken from."),
+    Column("speedup_slow", FLOAT, "The speedup over the pairs whose windows both ran at the host's slow state; null: fewer than 3 such pairs."),
+    Column("throughput_slow_items_s", FLOAT, "Items/s over the slow-state windows (median); null: fewer than 3 slow pairs."),
+    Column("eager_throughput_slow_items_s", FLOAT, "The same for the eager arm."),
+    Column("speedup_all_windows", FLOAT, "The speedup over every pair of windows, whatever the host's state (what a measurement without the witness reads)."),
+    Column("windows_json", STR, "Every timed window as JSON: seconds per iteration of each arm and the witness reading around it, with the reference."),
     Column("host_busy_windows_pct", FLOAT, "Timed windows (either arm) during which another trial on the host was compiling, in percent: measured from that trial's compile marker."),
     Column("gpu_util_pct", FLOAT, "Mean SM utilization (NVML: share of time a kernel ran) over the timed windows, compiled arm (an eager trial: its own); null on CPU or without NVML."),
     Column("eager_gpu_util_pct", FLOAT, "The same over the alternated eager windows."),

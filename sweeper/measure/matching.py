@@ -1,0 +1,104 @@
+"""Alternated windows compared at the same host speed: which pairs a speedup may use.
+
+Pair i is window i of each arm, timed back to back. It is *fast* when every window of it read the
+host's fast state (`witness`), *slow* when every one read slow; mixed pairs count for neither.
+The headline figures use the fast pairs (at least MIN_MATCHED_PAIRS of them: else the host ran
+slow through the trial, and the headline falls back to all pairs, saying so); the slow pairs
+give the speedup in the slow state beside it. When too few pairs are fast, more are timed, up to
+EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from sweeper.measure import witness
+from sweeper.measure.timing import Arm, WindowStats, run_interleaved
+
+MIN_MATCHED_PAIRS = 5
+"""Fewest fast pairs a headline figure is taken from."""
+MIN_STATE_PAIRS = 3
+"""Fewest slow pairs a slow-state speedup is taken from."""
+EXTRA_ROUNDS = 2
+"""At most this many times the planned windows are timed again, while too few pairs are fast."""
+
+
+@dataclass
+class Matched:
+    """Every arm's windows and the host state each pair ran in."""
+
+    arms: list[WindowStats]
+    ref_ms: float
+    fast: list[int]
+    slow: list[int]
+
+    @classmethod
+    def of(cls, arms: list[WindowStats], ref_ms: float | None = None) -> Matched:
+        readings = [r for a in arms for r in a.witness_ms]
+        ref = ref_ms if ref_ms is not None else witness.reference_ms(readings)
+        n = len(arms[0].window_s)
+        states = [[witness.is_slow(a.witness_ms[i], ref) for a in arms] for i in range(n)]
+        return cls(arms, ref, [i for i, s in enumerate(states) if not any(s)],
+                   [i for i, s in enumerate(states) if all(s)])
+
+    @property
+    def state(self) -> str:
+        """fast: the headline compares fast pairs only; slow: too few were fast, it uses all pairs."""
+        return "fast" if len(self.fast) >= MIN_MATCHED_PAIRS else "slow"
+
+    def headline(self, k: int) -> WindowStats:
+        return self.arms[k].subset(self.fast) if self.state == "fast" else self.arms[k]
+
+    @property
+    def slow_windows_pct(self) -> float:
+        flags = [witness.is_slow(r, self.ref_ms) for a in self.arms for r in a.witness_ms]
+        return 100.0 * sum(flags) / len(flags) if flags else 0.0
+
+    def row(self, prefixes: list[str]) -> dict[str, Any]:
+        """The witness columns of a row; `prefixes` name the arms' columns ("eager_", "")."""
+        row: dict[str, Any] = {"witness_ref_ms": self.ref_ms, "slow_windows_pct": self.slow_windows_pct,
+                               "host_state": self.state, "matched_pairs": len(self.headline(0).window_s),
+                               "timed_windows": len(self.arms[0].window_s)}
+        for k, prefix in enumerate(prefixes):
+            row[f"{prefix}witness_ms"] = witness.median_or_none(self.headline(k).witness_ms)
+        row["windows_json"] = json.dumps({
+            "ref_ms": round(self.ref_ms, 4),
+            **{f"{p or 'compiled_'}s_per_iter": [round(x, 9) for x in a.per_iter_s] for p, a in zip(prefixes, self.arms)},
+            **{f"{p or 'compiled_'}witness_ms": [round(x, 4) for x in a.witness_ms] for p, a in zip(prefixes, self.arms)},
+        })
+        return row
+
+
+def speedup(base: WindowStats, new: WindowStats) -> float:
+    return base.median_iter_s / new.median_iter_s
+
+
+def run_matched(arms: list[Arm], windows: int) -> Matched:
+    """Time `windows` alternated rounds of the arms, then more (at most EXTRA_ROUNDS x windows)
+    while fewer than `windows` pairs ran at the host's fast state."""
+    stats = run_interleaved(arms, windows)
+    timed = windows
+    while True:
+        m = Matched.of(stats)
+        missing = windows - len(m.fast)
+        if missing <= 0 or timed >= windows * (1 + EXTRA_ROUNDS):
+            return m
+        more = run_interleaved(arms, min(missing, windows * (1 + EXTRA_ROUNDS) - timed))
+        timed += len(more[0].window_s)
+        stats = [a.extended(b) for a, b in zip(stats, more, strict=True)]
+
+
+def slow_arms(m: Matched) -> tuple[WindowStats, ...] | None:
+    """Every arm's slow-state windows, or None when too few pairs ran slow."""
+    arms = tuple(m.arms[k].subset(m.slow) for k in range(len(m.arms)))
+    return arms if len(m.slow) >= MIN_STATE_PAIRS else None
+
+
+def slow_throughputs(m: Matched, prefixes: list[str], items_per_iter: float) -> dict[str, float | None]:
+    """Each arm's items/s over the pairs that ran at the host's slow state (null: too few)."""
+    slow = slow_arms(m)
+    if slow is None:
+        return {f"{p}throughput_slow_items_s": None for p in prefixes}
+    return {f"{p}throughput_slow_items_s": s.throughput(items_per_iter) for p, s in zip(prefixes, slow, strict=True)}

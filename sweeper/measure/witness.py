@@ -1,0 +1,89 @@
+"""The host's CPU speed, read before every timed window: a fixed probe of tiny torch CPU ops.
+
+A launch-bound step's time follows the speed of the host's CPUs (the dispatcher and the launch
+path are CPU work), and some hosts run their CPUs at two speeds for seconds at a time. The probe
+runs the same kind of work (PROBE_OPS tiny torch CPU ops) and its time says which speed the next
+window ran at. A window's reading is the slower of the probes just before and just after it.
+
+Readings are judged against the host's fast state: the fastest low quantile any measuring process
+of this host saw (kept in a small per-host file, as `sweeper calibrate` can seed it), or this
+process's own. A window is slow when its reading is over `SLOW_FACTOR` times that.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from sweeper.results.schema import WITNESS_SLOW_FACTOR
+
+PROBE_OPS = 400
+"""Tiny ops per probe: about 1.5 ms on a fast host core, at most ~2% of a 0.1 s window."""
+SLOW_FACTOR = WITNESS_SLOW_FACTOR
+"""A reading this much over the fast state is a slow window (the two states differ by ~1.6x)."""
+FAST_QUANTILE = 0.2
+"""A process's own fast state: this quantile of its readings (the fastest reading can be a fluke)."""
+HOST_FILE = Path(tempfile.gettempdir()) / "sweeper-witness" / "fast_ms"
+"""The fastest fast-state reading of any process on this host (shared by the host's trials)."""
+
+_PROBE_TENSOR = torch.zeros(4)
+
+
+def probe_ms() -> float:
+    """Milliseconds of PROBE_OPS tiny torch CPU ops: the host's CPU speed right now."""
+    t = _PROBE_TENSOR
+    t0 = time.perf_counter()
+    for _ in range(PROBE_OPS):
+        t.add(1)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def host_fast_ms(path: Path | None = None) -> float | None:
+    """The host's fast-state reading as recorded by earlier processes (None: none yet)."""
+    try:
+        value = float((path or HOST_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def record_host_fast_ms(value: float, path: Path | None = None) -> None:
+    """Lower the host's recorded fast-state reading to `value` if it is faster (atomic replace)."""
+    path = path or HOST_FILE
+    known = host_fast_ms(path)
+    if known is not None and known <= value:
+        return
+    with contextlib.suppress(OSError):  # an unwritable temp dir leaves each process its own reference
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.write_text(f"{value:.6f}\n")
+        tmp.replace(path)
+
+
+def own_fast_ms(readings: list[float]) -> float:
+    """This process's fast state: the FAST_QUANTILE quantile of its readings."""
+    xs = sorted(readings)
+    return xs[min(len(xs) - 1, int(FAST_QUANTILE * len(xs)))]
+
+
+def reference_ms(readings: list[float], path: Path | None = None) -> float:
+    """The fast state to judge `readings` by: the host's recorded one or this process's own,
+    whichever is faster; this process's is recorded for the host's later trials."""
+    own = own_fast_ms(readings)
+    record_host_fast_ms(own, path)
+    known = host_fast_ms(path)
+    return min(own, known) if known is not None else own
+
+
+def is_slow(reading_ms: float, ref_ms: float) -> bool:
+    return reading_ms > ref_ms * SLOW_FACTOR
+
+
+def median_or_none(xs: list[float]) -> float | None:
+    return statistics.median(xs) if xs else None

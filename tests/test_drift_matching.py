@@ -1,0 +1,84 @@
+"""The sweep's self-check at the same host speed: an eager trial that ran slow throughout is
+compared by its slow-state figures, and a drift that remains names its cause."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from sweeper.analysis import drift
+
+BASE = {"sweep_id": "s", "model": "m", "phase": "infer", "precision": "bf16", "seq_len": None, "workload": None,
+        "bucketing": "none", "device_name": "H200", "matmul_precision": "high", "status": "ok", "batch_size": 16,
+        "hostname": "h", "witness_ref_ms": 1.0, "speedup_ci_low": 1.9, "speedup_ci_high": 2.1}
+
+
+def _rows(eager_trial: dict, compiled: dict) -> pd.DataFrame:
+    eager = {**BASE, "mode": "eager", "eager_spread_pct": 1.0, "host_state": "fast", **eager_trial}
+    eager.setdefault("eager_throughput_items_s", eager["throughput_items_s"])
+    row = {**BASE, "mode": "reduce-overhead", "eager_spread_pct": 1.0, "host_state": "fast", "witness_ms": 1.0,
+           "eager_witness_ms": 1.0, **compiled}
+    row["speedup_vs_eager"] = row["throughput_items_s"] / row["eager_throughput_items_s"]
+    return pd.DataFrame([eager, row])
+
+
+def test_both_sides_at_the_fast_state_compare_their_headlines():
+    df = _rows({"throughput_items_s": 100.0, "witness_ms": 1.05},
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 98.0})
+    checked = drift.self_check(df)
+    assert checked["baseline_drift_pct"][1] == pytest.approx(-2.0)
+    assert checked["drift_state"][1] == "fast" and checked["drift_cause"][1] is None
+
+
+def test_an_eager_trial_slow_throughout_is_compared_at_the_slow_state():
+    # the eager trial ran at the host's slow state (witness 1.6x): 62.5 items/s; the compiled row's
+    # baseline ran 100 items/s fast and 63 in its slow windows
+    df = _rows({"throughput_items_s": 62.5, "witness_ms": 1.6, "host_state": "slow", "throughput_slow_items_s": 62.5},
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 100.0,
+                "eager_throughput_slow_items_s": 63.0, "throughput_slow_items_s": 190.0})
+    checked = drift.self_check(df)
+    assert checked["drift_state"][1] == "slow"
+    assert checked["baseline_drift_pct"][1] == pytest.approx(0.8)  # 63 vs 62.5: no drift at one speed
+    assert checked["eager_trial_speedup"][1] == pytest.approx(190.0 / 62.5)
+    # compared as before (headline against headline), it read a 60% drift
+    assert (100.0 / 62.5 - 1) * 100 == pytest.approx(60.0)
+
+
+def test_a_drift_without_a_common_state_names_the_host_as_its_cause():
+    df = _rows({"throughput_items_s": 62.5, "witness_ms": 1.6, "host_state": "slow"},
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 100.0})
+    checked = drift.self_check(df)
+    assert checked["drift_state"][1] == "mismatched"
+    assert checked["baseline_drift_pct"][1] == pytest.approx(60.0)
+    assert "ran slow through one side" in checked["drift_cause"][1]
+
+
+def test_a_drift_at_one_speed_is_unexplained_and_a_neighbours_compile_is_named():
+    df = _rows({"throughput_items_s": 100.0, "witness_ms": 1.0},
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 80.0})
+    assert drift.self_check(df)["drift_cause"][1].startswith("unexplained")
+    df.loc[1, "host_busy_windows_pct"] = 40.0
+    assert drift.self_check(df)["drift_cause"][1] == "a neighbour trial compiled during 40% of the timed windows"
+
+
+def test_rows_without_witness_columns_are_checked_as_before():
+    df = _rows({"throughput_items_s": 100.0}, {"throughput_items_s": 200.0, "eager_throughput_items_s": 90.0})
+    df = df.drop(columns=["witness_ms", "eager_witness_ms", "witness_ref_ms", "host_state"])
+    assert drift.self_check(df)["baseline_drift_pct"][1] == pytest.approx(-10.0)
+
+
+def test_a_host_profile_replaces_the_floors(tmp_path):
+    import json
+
+    path = tmp_path / "host.json"
+    path.write_text(json.dumps({"run_to_run_floor": 0.02, "unstable_baseline_floor": 0.05, "hostname": "h"}))
+    df = _rows({"throughput_items_s": 100.0, "witness_ms": 1.0},
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 100.0, "speedup_ci_low": 1.99,
+                "speedup_ci_high": 2.01})
+    wide = drift.self_check(df)["speedup_low"][1]
+    with drift.host_floors(drift.read_profile(path)):
+        narrow = drift.self_check(df)["speedup_low"][1]
+    assert wide == pytest.approx(2.0 * (1 - drift.RUN_TO_RUN_FLOOR)) and narrow == pytest.approx(1.96)
+    path.write_text("{}")
+    with pytest.raises(ValueError, match="host profile .* is not readable"):
+        drift.read_profile(path)

@@ -1,0 +1,113 @@
+"""The host-speed witness and the matching of alternated windows by host state: the probe, the
+host's recorded fast state, which pairs a headline uses, the extra rounds a slow stretch gets,
+and a warm-up that holds one output at a time (its peak is a user's loop's)."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import weakref
+
+import pytest
+import torch
+
+from sweeper.measure import matching, timing, witness
+from sweeper.measure.timing import Arm, WindowStats
+
+
+def test_the_probe_times_a_fixed_piece_of_cpu_work():
+    readings = [witness.probe_ms() for _ in range(5)]
+    assert all(r > 0 for r in readings)
+
+
+def test_the_host_file_keeps_the_fastest_reading_any_process_saw(tmp_path):
+    path = tmp_path / "fast_ms"
+    assert witness.host_fast_ms(path) is None
+    witness.record_host_fast_ms(2.0, path)
+    witness.record_host_fast_ms(3.0, path)  # slower: not recorded
+    assert witness.host_fast_ms(path) == 2.0
+    # a process that ran slow throughout is judged by the host's fast state, not its own
+    assert witness.reference_ms([3.2, 3.3, 3.1, 3.4, 3.2], path) == 2.0
+    assert witness.reference_ms([1.0] * 5, path) == 1.0 and witness.host_fast_ms(path) == 1.0
+
+
+def _stats(per_iter: list[float], readings: list[float]) -> WindowStats:
+    return WindowStats([2 * x for x in per_iter], [x for x in per_iter for _ in range(2)], 2, readings)
+
+
+def test_the_headline_compares_only_pairs_that_ran_fast_and_the_slow_pairs_give_the_slow_speedup():
+    fast, slow = 1.0, 1.6
+    states = [fast, fast, slow, fast, slow, fast, fast, slow, fast, fast]
+    # eager is launch-bound (1.6x slower in the slow state); the compiled arm replays graphs (steady)
+    eager = _stats([10.0 * s for s in states], states)
+    compiled = _stats([4.0] * 10, states)
+    m = matching.Matched.of([eager, compiled], ref_ms=fast)
+    assert m.state == "fast" and m.fast == [0, 1, 3, 5, 6, 8, 9] and m.slow == [2, 4, 7]
+    assert matching.speedup(m.headline(0), m.headline(1)) == pytest.approx(2.5)
+    assert matching.speedup(*matching.slow_arms(m)) == pytest.approx(4.0)
+    assert matching.speedup(*m.arms) == pytest.approx(2.5)  # the median: 7 of 10 fast
+    assert m.slow_windows_pct == pytest.approx(30.0)
+    row = m.row(["eager_", ""])
+    assert row["matched_pairs"] == 7 and row["timed_windows"] == 10 and row["host_state"] == "fast"
+
+
+def test_a_pair_with_one_slow_window_counts_for_neither_state():
+    eager = _stats([1.0] * 6, [1.0, 1.0, 2.0, 1.0, 1.0, 2.0])
+    compiled = _stats([1.0] * 6, [1.0, 2.0, 2.0, 1.0, 1.0, 1.0])
+    m = matching.Matched.of([eager, compiled], ref_ms=1.0)
+    assert m.fast == [0, 3, 4] and m.slow == [2]
+    assert m.state == "slow" and m.headline(0) is eager  # too few fast pairs: every pair, said so
+    assert matching.slow_arms(m) is None
+
+
+class _Host:
+    """A scripted host: the probe reads its state, and a window's step time follows it."""
+
+    def __init__(self, states):
+        self.states = itertools.chain(states, itertools.repeat(1.0))
+        self.now = 1.0
+
+    def probe(self) -> float:
+        self.now = next(self.states)
+        return self.now
+
+    def arm(self, step_s: float, launch_bound: bool) -> Arm:
+        return Arm(lambda: [step_s * (self.now if launch_bound else 1.0)] * 2, 2)
+
+
+def test_a_slow_stretch_gets_more_rounds_until_enough_pairs_ran_fast(monkeypatch, tmp_path):
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    witness.record_host_fast_ms(1.0)
+    host = _Host([1.6] * 12)  # the first 12 readings slow, then fast
+    monkeypatch.setattr(witness, "probe_ms", host.probe)
+    m = matching.run_matched([host.arm(0.01, True), host.arm(0.004, False)], windows=5)
+    assert len(m.fast) >= 5 and len(m.arms[0].window_s) <= 15
+    assert matching.speedup(m.headline(0), m.headline(1)) == pytest.approx(2.5)
+
+
+def test_the_extra_rounds_are_bounded_when_the_host_stays_slow(monkeypatch, tmp_path):
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    witness.record_host_fast_ms(1.0)
+    host = _Host([1.6] * 1000)
+    monkeypatch.setattr(witness, "probe_ms", host.probe)
+    m = matching.run_matched([host.arm(0.01, True), host.arm(0.004, False)], windows=5)
+    assert len(m.arms[0].window_s) == 5 * (1 + matching.EXTRA_ROUNDS)
+    assert m.state == "slow" and m.slow_windows_pct == 100.0
+
+
+def test_the_warm_up_holds_one_output_at_a_time_as_a_users_loop_does():
+    live, most = set(), [0]
+
+    class Output:
+        pass
+
+    def step():
+        gc.collect()
+        out = Output()
+        live.add(id(out))
+        weakref.finalize(out, live.discard, id(out))
+        most[0] = max(most[0], len(live))
+        return out
+
+    timing.calibrate(step, torch.device("cpu"), warmup_iters=6, min_iters=6, min_window_s=1e-6)
+    assert most[0] <= 2  # the new output, and at most the one still being dropped
