@@ -111,3 +111,30 @@ def test_the_warm_up_holds_one_output_at_a_time_as_a_users_loop_does():
 
     timing.calibrate(step, torch.device("cpu"), warmup_iters=6, min_iters=6, min_window_s=1e-6)
     assert most[0] <= 2  # the new output, and at most the one still being dropped
+
+
+def test_the_gate_waits_for_the_fast_state_and_stops_waiting_when_its_allowance_is_spent(monkeypatch, tmp_path):
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    monkeypatch.setattr(matching, "GATE_PAUSE_S", 0.0)
+    host = _Host([1.6] * 5 + [1.0] + [1.6] * 10**6)
+    monkeypatch.setattr(witness, "probe_ms", host.probe)
+    gate = matching.HostGate(wait_s=0.5, ref_ms=1.0)
+    assert gate() == 1.0 and gate.waited_s > 0  # five slow readings, then a fast one
+    assert gate() == 1.6 and gate.left_s == 0.0  # slow until the allowance ran out: the round goes on
+
+
+def test_gated_rounds_are_timed_at_the_fast_state(monkeypatch, tmp_path):
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    monkeypatch.setattr(matching, "GATE_PAUSE_S", 0.0)
+    witness.record_host_fast_ms(1.0)
+    pattern = itertools.cycle([1.6, 1.6, 1.6, 1.0, 1.0, 1.0])  # slow and fast stretches
+    monkeypatch.setattr(witness, "probe_ms", lambda: next(pattern))
+    host = _Host([])
+    host.probe = lambda: 1.0
+    m = matching.run_matched([Arm(lambda: [0.01, 0.01], 2), Arm(lambda: [0.004, 0.004], 2)], windows=5, wait_s=5.0)
+    assert m.waited_s > 0 and m.row(["eager_", ""])["host_wait_s"] == m.waited_s
+
+
+def test_the_default_wait_is_for_gpus_only():
+    assert matching.wait_allowance_s(None, "cuda") == matching.DEFAULT_GPU_WAIT_S
+    assert matching.wait_allowance_s(None, "cpu") == 0.0 and matching.wait_allowance_s(3.0, "cpu") == 3.0

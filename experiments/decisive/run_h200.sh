@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Decisive numbers on one GPU host (run from the repository root):
-#   experiments/decisive/run_h200.sh OUT_DIR      (OUT_DIR: experiments/results/h200/decisive)
+#   experiments/decisive/run_h200.sh OUT_DIR [STAGE ...]   (OUT_DIR: experiments/results/h200/decisive)
+# With STAGE names, only those run (in the order below).
 # Each stage leaves OUT_DIR/STAGE.done, so a second call finishes what the first left. Stages:
 #  host      `sweeper calibrate`: the host profile (witness states, run-to-run floors)
 #  witness   benchmarks/witness_check.py: the witness against a launch-bound step, its cost on a GPU-bound one
@@ -10,7 +11,9 @@
 #  shared    launch_bound_shared.yaml: the same 6 settings, two trials per GPU
 #  grid      small_batch_grid.yaml: the search grid's 18 small-batch settings
 set -u
-out=${1:?usage: run_h200.sh OUT_DIR}
+out=${1:?usage: run_h200.sh OUT_DIR [STAGE ...]}
+shift
+only=("$@")
 mkdir -p "$out"
 gpus=$(nvidia-smi -L | wc -l)
 ray() { python3 -m ray.scripts.scripts "$@"; }
@@ -18,6 +21,7 @@ stage() {  # name command...: run once, wall time recorded
   local name=$1 t0=$(date +%s) code
   shift
   [ -e "$out/$name.done" ] && return 0
+  [ ${#only[@]} -gt 0 ] && [[ " ${only[*]} " != *" $name "* ]] && return 0
   echo "$(date +%T) start $name" >>"$out/progress.txt"
   "$@" >>"$out/$name.log" 2>&1
   code=$?
@@ -31,9 +35,9 @@ sweep() {  # results_name spec
   >"$out/host.txt" 2>&1
 stage host python3 -m sweeper calibrate --seconds 20 --processes 4 -o "$out/host_profile.json"
 stage witness python3 benchmarks/witness_check.py --out "$out/witness.json"
+stage memory python3 benchmarks/peak_memory_check.py --modes eager default --out "$out/memory.json"
 ray start --head --num-gpus="$gpus" --include-dashboard=false --disable-usage-stats >"$out/ray.log" 2>&1
 for r in r1 r2 r3; do stage "$r" sweep "$r" experiments/decisive/launch_bound.yaml; done
-stage memory python3 benchmarks/peak_memory_check.py --modes eager default --out "$out/memory.json"
 stage smoke sweep smoke experiments/smoke.yaml
 stage shared sweep shared experiments/decisive/launch_bound_shared.yaml
 stage grid sweep grid experiments/decisive/small_batch_grid.yaml

@@ -34,7 +34,7 @@ _NUMERIC = [
     "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
     "eager_spread_pct", "compiled_need_reserved_gib", "witness_ms", "eager_witness_ms", "witness_ref_ms",
     "slow_windows_pct", "matched_pairs", "speedup_slow", "throughput_slow_items_s", "eager_throughput_slow_items_s",
-    "speedup_all_windows",
+    "speedup_all_windows", "host_wait_s",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",

@@ -11,6 +11,7 @@ EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ class Matched:
     ref_ms: float
     fast: list[int]
     slow: list[int]
+    waited_s: float = 0.0
+    """Seconds the rounds waited for the host's fast state (`HostGate`)."""
 
     @classmethod
     def of(cls, arms: list[WindowStats], ref_ms: float | None = None) -> Matched:
@@ -60,7 +63,8 @@ class Matched:
         """The witness columns of a row; `prefixes` name the arms' columns ("eager_", "")."""
         row: dict[str, Any] = {"witness_ref_ms": self.ref_ms, "slow_windows_pct": self.slow_windows_pct,
                                "host_state": self.state, "matched_pairs": len(self.headline(0).window_s),
-                               "timed_windows": len(self.arms[0].window_s)}
+                               "timed_windows": len(self.arms[0].window_s),
+                               "host_wait_s": self.waited_s}
         for k, prefix in enumerate(prefixes):
             row[f"{prefix}witness_ms"] = witness.median_or_none(self.headline(k).witness_ms)
         row["windows_json"] = json.dumps({
@@ -75,17 +79,53 @@ def speedup(base: WindowStats, new: WindowStats) -> float:
     return base.median_iter_s / new.median_iter_s
 
 
-def run_matched(arms: list[Arm], windows: int) -> Matched:
+class HostGate:
+    """Before each round of windows: the witness, read again (every GATE_PAUSE_S) while it says
+    the host runs slow, until it reads fast or the trial's `wait_s` is spent."""
+
+    def __init__(self, wait_s: float, ref_ms: float | None = None):
+        self.left_s, self.waited_s = wait_s, 0.0
+        self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(
+            [witness.probe_ms() for _ in range(GATE_START_READINGS)])
+
+    def __call__(self) -> float:
+        reading = witness.probe_ms()
+        t0 = time.perf_counter()
+        while witness.is_slow(reading, self.ref_ms) and time.perf_counter() - t0 < self.left_s:
+            time.sleep(GATE_PAUSE_S)
+            reading = witness.probe_ms()
+        spent = time.perf_counter() - t0
+        self.left_s, self.waited_s = max(0.0, self.left_s - spent), self.waited_s + spent
+        return reading
+
+
+def wait_allowance_s(host_wait_s: float | None, device_type: str) -> float:
+    """measure.host_wait_s, or its default: 30 s on a GPU, none on the CPU (both arms slow alike)."""
+    if host_wait_s is not None:
+        return host_wait_s
+    return DEFAULT_GPU_WAIT_S if device_type == "cuda" else 0.0
+
+
+DEFAULT_GPU_WAIT_S = 30.0
+GATE_PAUSE_S = 0.01
+GATE_START_READINGS = 10
+
+
+def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0) -> Matched:
     """Time `windows` alternated rounds of the arms, then more (at most EXTRA_ROUNDS x windows)
-    while fewer than `windows` pairs ran at the host's fast state."""
-    stats = run_interleaved(arms, windows)
+    while fewer than `windows` pairs ran at the host's fast state; with `wait_s`, each round
+    first waits for the fast state (`HostGate`), at most `wait_s` in all."""
+    gate = HostGate(wait_s) if wait_s > 0 else None
+    before = gate or witness.probe_ms
+    stats = run_interleaved(arms, windows, before)
     timed = windows
     while True:
         m = Matched.of(stats)
+        m.waited_s = gate.waited_s if gate is not None else 0.0
         missing = windows - len(m.fast)
         if missing <= 0 or timed >= windows * (1 + EXTRA_ROUNDS):
             return m
-        more = run_interleaved(arms, min(missing, windows * (1 + EXTRA_ROUNDS) - timed))
+        more = run_interleaved(arms, min(missing, windows * (1 + EXTRA_ROUNDS) - timed), before)
         timed += len(more[0].window_s)
         stats = [a.extended(b) for a, b in zip(stats, more, strict=True)]
 

@@ -121,6 +121,12 @@ def _timing_row(ctx: Context, prefix: str, stats: WindowStats) -> dict[str, Any]
     return row
 
 
+def _wait_s(wb: Workbench, part: str) -> float:
+    """The host-speed wait of the windows that count; none for a compiled trial's eager-alone fallback."""
+    counts = part == "compiled" or wb.trial.mode == "eager"
+    return matching.wait_allowance_s(wb.trial.measure.host_wait_s, wb.device.type) if counts else 0.0
+
+
 def measure_eager(ctx: Context) -> WindowStats:
     """Warm up and time eager alone. The peak is reset before the warm-up (see `_steady_vs_eager`)."""
     wb, mem = ctx.wb, ctx.tracker()
@@ -128,7 +134,7 @@ def measure_eager(ctx: Context) -> WindowStats:
     try:
         iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
         arm, watch = ctx.arm(wb.model, iters)
-        matched = matching.run_matched([arm], ctx.feed.windows)
+        matched = matching.run_matched([arm], ctx.feed.windows, _wait_s(wb, "eager"))
     except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
         raise classify(e, "run") from e
     stats = matched.headline(0)
@@ -163,7 +169,7 @@ def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,
     peak = mem.peak_gib()
     ctx.feed.warm_up(wb.model, ctx.row, "eager_")  # eager last ran before the compile
     (eager_arm, eager_watch), (compiled_arm, watch) = ctx.arm(wb.model, eager_iters), ctx.arm(compiled, iters, mem)
-    matched = matching.run_matched([eager_arm, compiled_arm], ctx.feed.windows)
+    matched = matching.run_matched([eager_arm, compiled_arm], ctx.feed.windows, _wait_s(wb, "compiled"))
     eager, stats = matched.headline(0), matched.headline(1)
     slow = matching.slow_throughputs(matched, ["eager_", ""], ctx.feed.items_per_iter())
     ctx.row.update(eager_watch.util.as_row("eager_"), **watch.util.as_row(""), **matched.row(["eager_", ""]), **slow,

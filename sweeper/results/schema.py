@@ -116,6 +116,7 @@ COLUMNS: list[Column] = [
     Column("slow_windows_pct", FLOAT, "Timed windows (both arms) whose witness read the host's slow state, in percent."),
     Column("host_state", STR, "fast: the headline figures compare only pairs of alternated windows that both ran at the host's fast state; slow: too few did, the headline uses every pair."),
     Column("matched_pairs", INT, "Pairs of alternated windows the headline figures (throughputs, speedup and its interval) were taken from."),
+    Column("host_wait_s", FLOAT, "Seconds the timed windows waited for the host's CPUs to read their fast state before a round (measure.host_wait_s bounds it; 0: none needed or none allowed)."),
     Column("speedup_slow", FLOAT, "The speedup over the pairs whose windows both ran at the host's slow state; null: fewer than 3 such pairs."),
     Column("throughput_slow_items_s", FLOAT, "Items/s over the slow-state windows (median); null: fewer than 3 slow pairs."),
     Column("eager_throughput_slow_items_s", FLOAT, "The same for the eager arm."),

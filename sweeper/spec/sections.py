@@ -190,6 +190,11 @@ class MeasureSpec(Strict):
     """Images in one epoch of a vision model: the rows' per-epoch seconds (None: none, or the stream's)."""
     epoch_sequences: PositiveInt | None = None
     """Sequences in one epoch of an NLP model, likewise."""
+    host_wait_s: Annotated[float, Field(ge=0)] | None = None
+    """Most seconds a trial's timed windows wait, in all, for the host's CPUs to run at their fast
+    state (the host-speed witness reads it before each round of alternated windows). None: 30 on a
+    GPU, where a launch-bound eager step follows the host's speed and a CUDA-graph replay does not;
+    0 on the CPU, where both arms slow alike. 0: time at whatever speed the host runs."""
     trace: bool = False
     """Keep each compiled trial's TORCH_TRACE log of its cold compile (RESULTS/traces, `sweeper trace`).
     Tracing costs compile time, so a traced trial has an id of its own."""
@@ -202,7 +207,7 @@ class MeasureSpec(Strict):
 
 
 _LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences", "trace",
-                           "megacache_warm_start")
+                           "megacache_warm_start", "host_wait_s")
 
 
 class Resources(Strict):
