@@ -1,5 +1,5 @@
-"""The published-claims study: its zoo models, its specs, the per-epoch columns, and the README
-section generated from its rows (checked against a synthetic results fixture until the GPU rows
+"""The published-claims study: its zoo models, its specs, the per-epoch columns, and the docs
+page (docs/claims.md) generated from its rows (checked against a synthetic results fixture until the GPU rows
 are committed, and against the committed rows after)."""
 
 from __future__ import annotations
@@ -130,14 +130,14 @@ def results(tmp_path: Path) -> Path:
 
 def test_the_section_is_made_from_the_rows_and_a_changed_row_shows(results: Path) -> None:
     body = claims.section(claims.load(results))
-    readme = claims.replace(f"# x\n{claims.START}\n{claims.PENDING}\n{claims.END}\nrest\n", body)
-    assert claims.extract(readme) == body and readme.endswith("rest\n")
+    page = claims.replace(f"# x\n{claims.START}\n{claims.PENDING}\n{claims.END}\nrest\n", body)
+    assert claims.extract(page) == body and page.endswith("rest\n")
     assert "| ResNet-18 (ImageNet) | 30.2 -> 11.8 (2.56x) | bf16 | 25 | 25 | default | 15.6 | 45.6 | 1.60x [1.54-1.66] | 0.62 |" in body  # the reported interval: at least +-4%
     assert "| eager ms/step | ~85 | 91.4 |" in body  # 64 / 700 items/s
     assert "timeout: killed after 900 s" in body and "NOTHING COMPILED" in body
     df = claims.load(results)
     df.loc[df["trial_id"] == "vit_tiny-default-fp32", "gpu_util_pct"] = 99.0
-    assert claims.section(df) != claims.extract(readme)
+    assert claims.section(df) != claims.extract(page)
 
 
 def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None:
@@ -154,9 +154,9 @@ def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None
     assert claims.load_overhead(results / "train") is None
 
 
-def test_the_readme_section_matches_the_committed_rows() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert claims.extract(readme) == claims.section(claims.load(), claims.load_overhead()), "run: python benchmarks/claims.py --write"
+def test_the_claims_page_matches_the_committed_rows() -> None:
+    page = claims.PAGE.read_text()
+    assert claims.extract(page) == claims.section(claims.load(), claims.load_overhead()), "run: python benchmarks/claims.py --write"
 
 
 def test_a_speedup_over_a_drifted_baseline_says_so(tmp_path: Path) -> None:

@@ -48,21 +48,21 @@ def test_per_model_summary_from_the_rows(tmp_path: Path) -> None:
     assert "| resnet50 | whole | default | 8 | 30 | 1 | — | — | — | 1 |" in body
 
 
-def test_the_readme_table_is_the_committed_rows() -> None:
-    import readme_section
+def test_the_findings_page_table_is_the_committed_rows() -> None:
+    import doc_section
 
-    readme = (REPO / "README.md").read_text()
-    body = regional_tables.readme_body()
+    page = regional_tables.PAGE.read_text()
+    body = regional_tables.page_body()
     assert "| bert-base | 4 |" in body and "| resnet50 | 4 |" in body
-    assert readme_section.extract(readme, "regional") == body, "run: python benchmarks/regional_tables.py --write"
+    assert doc_section.extract(page, "regional") == body, "run: python benchmarks/regional_tables.py --write"
 
 
-def test_a_readme_section_is_replaced_between_its_markers_only() -> None:
-    import readme_section
+def test_a_doc_section_is_replaced_between_its_markers_only() -> None:
+    import doc_section
 
-    start, end = readme_section.markers("x")
+    start, end = doc_section.markers("x")
     text = f"a\n{start}\nold\n{end}\nb {start}\n"
-    assert readme_section.extract(readme_section.replace(text, "x", "new\nlines"), "x") == "new\nlines"
-    assert readme_section.replace(text, "x", "new").endswith(f"{end}\nb {start}\n")
+    assert doc_section.extract(doc_section.replace(text, "x", "new\nlines"), "x") == "new\nlines"
+    assert doc_section.replace(text, "x", "new").endswith(f"{end}\nb {start}\n")
     with pytest.raises(ValueError, match=re.escape(start)):
-        readme_section.replace("no markers", "x", "new")
+        doc_section.replace("no markers", "x", "new")
