@@ -33,6 +33,7 @@ LAYER_IMPORTS: dict[str, set[str]] = {
     "analysis": {"results"},
     "results": set(),
     "envinfo": set(),
+    "docs": {"spec"},  # sweeper/docs.py: the reference pages, from the spec and the row contract
 }
 """Each layer's direct lower neighbours; what it may import is everything reachable from here."""
 

@@ -1,6 +1,6 @@
 """The README and docs/ promise what code can check: the README's length and first two commands,
-every relative link, the spec examples (valid, and the annotated one at the defaults), the schema
-table, and the `sweeper recommend` examples on the committed H200 rows."""
+every relative link, the spec examples (valid, and the annotated one at the defaults), the pages
+generated from the code, and the `sweeper recommend` examples on the committed H200 rows."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper.results.schema import schema_markdown
+from sweeper import docs
+from sweeper.spec.reference import missing_docs, sections
 from sweeper.spec.schema import SweepSpec, parse_spec
 from sweeper.spec.sections import MeasureSpec, Resources
 
@@ -83,11 +84,28 @@ def test_the_annotated_spec_is_valid_and_shows_the_defaults():
         assert shown == {k: getattr(model, k) for k in shown}, f"docs/writing-specs.md: {section} is not at the defaults"
 
 
-def test_schema_table_matches_the_code():
-    section = re.search(r"<!-- schema:start -->\n(.*?)\n<!-- schema:end -->",
-                        (REPO / "docs" / "results-schema.md").read_text(), re.S)
-    assert section, "docs/results-schema.md lacks the schema markers"
-    assert section.group(1) == schema_markdown(), "run: python tests/test_docs.py to refresh it"
+def test_the_generated_reference_pages_are_current():
+    assert docs.stale() == [], "run: python -m sweeper.docs"
+    assert missing_docs(SweepSpec) == [], "every spec field needs a docstring under it"
+
+
+def test_a_stale_or_missing_page_is_named_and_rewritten(tmp_path: Path, capsys):
+    (tmp_path / "spec.md").write_text(docs.spec_page().replace("| `windows` | int (>= 5) | `10` |", "| `windows` | int | `5` |"))
+    assert docs.main(["--check", "--docs", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.count("is stale") == 2  # spec.md edited, results-schema.md missing
+    assert docs.main(["--docs", str(tmp_path)]) == 0 and docs.stale(tmp_path) == []
+    assert docs.main(["--check", "--docs", str(tmp_path / "nowhere")]) == 2
+
+
+def test_the_spec_reference_has_every_field_with_its_type_default_and_doc():
+    page = docs.spec_page()
+    for section in sections(SweepSpec):
+        assert f"## {section.model.__name__}\n" in page
+        for name in section.model.model_fields:
+            assert f"| `{name}` |" in page
+    assert "| `windows` | int (>= 5) | `10` | Timed windows per arm;" in page
+    assert '| `precision` | list["fp32" \\| "bf16"] | `["fp32"]` |' in page
+    assert "| `lengths` | [FixedLengths](#fixedlengths) \\|" in page
 
 
 def test_recommend_examples_are_what_recommend_prints_for_the_committed_rows(capsys):
@@ -99,10 +117,3 @@ def test_recommend_examples_are_what_recommend_prints_for_the_committed_rows(cap
         capsys.readouterr()
         run_cli(args)
         assert capsys.readouterr().out.strip() == shown.strip(), f"example out of date: {command}"
-
-
-if __name__ == "__main__":  # refresh the schema table
-    path = REPO / "docs" / "results-schema.md"
-    text = re.sub(r"(<!-- schema:start -->\n).*?(<!-- schema:end -->)",
-                  lambda m: m.group(1) + schema_markdown() + "\n" + m.group(2), path.read_text(), flags=re.S)
-    path.write_text(text)

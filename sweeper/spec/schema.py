@@ -33,12 +33,20 @@ class SpecError(ValueError):
 
 
 class SweepSpec(Strict):
+    """A sweep: its models, the grid of settings, how each trial is measured and what it gets."""
+
     name: str
+    """The sweep's name (letters, digits, '_', '.', '-'): its results directory and its label."""
     description: str = ""
+    """Free text kept with the sweep; changes no trial."""
     models: list[ModelSpec]
+    """The models to measure, each with a name of its own (at least one)."""
     axes: Axes = Field(default_factory=Axes)
+    """The grid of settings: every combination is one trial."""
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    """How each trial is measured."""
     resources: Resources = Field(default_factory=Resources)
+    """What each trial gets of the cluster, and how many run at once."""
     workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
     """Named input streams; each applies to every model of its task instead of the fixed seq_len grid."""
     results_dir: str | None = None
