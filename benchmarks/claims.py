@@ -40,7 +40,8 @@ PUBLISHED_EPOCH: dict[str, tuple[str, float, float, float]] = {
 """zoo name -> (the claim's label, eager s/epoch, compiled s/epoch, speedup), as published."""
 PUBLISHED_VIT_B: dict[str, tuple[float, float]] = {"eager": (85.0, 62.0), "reduce-overhead": (58.0, 83.0)}
 """ViT-B/16, 224x224, batch 64, A100: mode -> (ms per step, GPU utilization %), as published."""
-PENDING = "_No rows yet: run `experiments/claims/run_h200.sh` on a GPU host, then `python benchmarks/claims.py --write`._"
+PENDING = ("_No rows yet: run `experiments/claims/run_h200.sh` on a GPU host, "
+           "then `python benchmarks/claims.py --write`._")
 
 
 def load(results_dir: Path = RESULTS) -> pd.DataFrame | None:

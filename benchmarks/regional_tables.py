@@ -23,7 +23,7 @@ from sweeper.report.scope import pairs, scope_rows
 from sweeper.results.store import read_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import doc_section  # noqa: E402
+import doc_section
 
 RESULTS = Path(__file__).resolve().parent.parent / "experiments" / "results" / "h200" / "regional" / "sweep"
 PAGE = doc_section.DOCS / "findings.md"

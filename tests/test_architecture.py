@@ -19,7 +19,6 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-
 PACKAGE = Path(__file__).resolve().parent.parent / "sweeper"
 
 LAYER_IMPORTS: dict[str, set[str]] = {

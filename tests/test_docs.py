@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO, run_cli
 
 from sweeper import docs
 from sweeper.spec.reference import missing_docs, sections
 from sweeper.spec.schema import SweepSpec, parse_spec
 from sweeper.spec.sections import MeasureSpec, Resources
-
-from conftest import REPO, run_cli
 
 README = REPO / "README.md"
 PAGES = sorted((REPO / "docs").glob("*.md"))
@@ -81,7 +80,8 @@ def test_the_annotated_spec_is_valid_and_shows_the_defaults():
     SweepSpec.model_validate(data)
     for section, model in (("measure", MeasureSpec()), ("resources", Resources())):
         shown = data[section]
-        assert shown == {k: getattr(model, k) for k in shown}, f"docs/writing-specs.md: {section} is not at the defaults"
+        assert shown == {k: getattr(model,
+                                    k) for k in shown}, f"docs/writing-specs.md: {section} is not at the defaults"
 
 
 def test_the_generated_reference_pages_are_current():
@@ -90,7 +90,8 @@ def test_the_generated_reference_pages_are_current():
 
 
 def test_a_stale_or_missing_page_is_named_and_rewritten(tmp_path: Path, capsys):
-    (tmp_path / "spec.md").write_text(docs.spec_page().replace("| `windows` | int (>= 5) | `10` |", "| `windows` | int | `5` |"))
+    (tmp_path / "spec.md").write_text(docs.spec_page().replace("| `windows` | int (>= 5) | `10` |",
+                                                               "| `windows` | int | `5` |"))
     assert docs.main(["--check", "--docs", str(tmp_path)]) == 1
     assert capsys.readouterr().err.count("is stale") == 2  # spec.md edited, results-schema.md missing
     assert docs.main(["--docs", str(tmp_path)]) == 0 and docs.stale(tmp_path) == []

@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results, write_rows
 
-from conftest import REPO
-
 sys.path.insert(0, str(REPO / "benchmarks"))
-import regional_tables  # noqa: E402
+import regional_tables
 
 
 def _row(model: str, mode: str, scope: str, batch: int, compile_s: float | None, tput: float,
@@ -25,7 +24,8 @@ def _row(model: str, mode: str, scope: str, batch: int, compile_s: float | None,
             "dynamic": None if mode == "eager" else False, "status": "ok", "device_name": "NVIDIA H200",
             "compile_s": compile_s, "throughput_items_s": tput, "warm_compile_s": None if compile_s is None else 1.0,
             "warm_megacache_s": warm_megacache_s, "megacache_load_s": None if warm_megacache_s is None else 0.5,
-            "megacache_bytes": None if compile_s is None else 2**20, "compiled_regions": 12 if scope == "regional" else 1,
+            "megacache_bytes": None if compile_s is None else 2**20,
+            "compiled_regions": 12 if scope == "regional" else 1,
             "graphs": None if compile_s is None else 1, **extra}
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

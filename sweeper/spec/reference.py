@@ -35,11 +35,11 @@ def field_docs(model: type[BaseModel]) -> dict[str, str]:
         if not (isinstance(cls, type) and issubclass(cls, BaseModel)) or cls is BaseModel:
             continue
         body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body
-        for node, after in zip(body, body[1:] + [None]):
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
-                        and isinstance(after.value.value, str):
-                    docs[node.target.id] = inspect.cleandoc(after.value.value)
+        for node, after in zip(body, [*body[1:], None], strict=True):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) \
+                    and isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) \
+                    and isinstance(after.value.value, str):
+                docs[node.target.id] = inspect.cleandoc(after.value.value)
     return docs
 
 
@@ -124,7 +124,7 @@ def section_markdown(section: Section) -> list[str]:
         kind = type_text(f.annotation) + _bounds(f.metadata)
         lines.append(f"| `{name}` | {_cell(kind)} | `{default_text(f)}` | "
                      f"{_cell(docs.get(name, ''))} |")
-    return lines + [""]
+    return [*lines, ""]
 
 
 def reference_markdown(root: type[BaseModel], intro: str) -> str:

@@ -17,11 +17,9 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sweeper.spec.base import Strict
-from sweeper.spec.sections import (Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources,
-                                   check_name)
 from sweeper.spec.search import SearchSpec
+from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources, check_name
 from sweeper.spec.workload import WorkloadSpec
-
 
 __all__ = ["InputSpec", "Phase", "Precision", "SpecError", "SweepSpec", "load_spec", "parse_spec"]
 """InputSpec, Phase and Precision live in spec.sections; the CLI and the workbench still import them
@@ -125,9 +123,8 @@ def _format_error(err: ValidationError) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = f"unknown key (allowed: {', '.join(_allowed_keys(e['loc']))})"
-        elif e["type"] == "literal_error":
-            msg = f"{msg} (got {e['input']!r})"
-        elif e["type"] in ("greater_than", "greater_than_equal", "less_than_equal", "int_parsing",
+        elif e["type"] == "literal_error" or e["type"] in ("greater_than", "greater_than_equal", "less_than_equal",
+                                                           "int_parsing",
                            "int_type", "float_parsing", "bool_parsing", "list_type", "string_type",
                            "model_type", "dict_type"):
             msg = f"{msg} (got {e['input']!r})"
@@ -176,7 +173,7 @@ def check_factory(path: str, source: str) -> None:
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's to fix
+    except Exception as e:
         raise SpecError(f"{source}: cannot import {module_name!r}: {type(e).__name__}: {e}") from None
     if not callable(getattr(module, attr, None)):
         raise SpecError(f"{source}: module {module_name!r} has no callable {attr!r}")
@@ -218,7 +215,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not p.is_file():
         raise SpecError(f"{p}: no such spec file")
     try:
-        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise SpecError(f"{p}: invalid YAML{_yaml_error_text(e)}") from None
     except UnicodeDecodeError:

@@ -230,7 +230,8 @@ class Resources(Strict):
     work, on its own CPUs) while another times. Their GPU work never overlaps: a measuring process
     holds the GPU's lock for all but its compiling call (rows: `gpu_lock_wait_s`)."""
     max_concurrent_trials: PositiveInt | None = None
-    """Trials running at once; None: as many as the cluster's resources allow (CPU trials: 1, they would share cores)."""
+    """Trials running at once; None: as many as the cluster's resources allow (CPU trials: 1, they
+    would share cores)."""
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
     process_start: Literal["forkserver", "subprocess"] = "forkserver"
