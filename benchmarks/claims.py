@@ -1,13 +1,13 @@
-"""The README section "Published claims, measured", generated from committed rows.
+"""The page docs/claims.md, "Published claims, measured": its tables, generated from committed rows.
 
 Articles about torch.compile in PyTorch 2.7 quote training figures (seconds per epoch, eager and
 compiled; ViT-B/16 step time and GPU utilization on an A100). This script puts them beside the
 rows of the `experiments/claims/*.yaml` sweeps, read from their results directory:
 
     python benchmarks/claims.py [RESULTS_DIR]              # print the section
-    python benchmarks/claims.py [RESULTS_DIR] --write      # replace it in README.md, between markers
+    python benchmarks/claims.py [RESULTS_DIR] --write      # replace it in docs/claims.md, between markers
 
-`tests/test_claims.py` checks that the README's section is what this script makes of the rows.
+`tests/test_claims.py` checks that the page's section is what this script makes of the rows.
 """
 
 from __future__ import annotations
@@ -27,10 +27,11 @@ from sweeper.analysis.ranking import DRIFT_LIMIT_PCT  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-import readme_section  # noqa: E402
+import doc_section  # noqa: E402
 
 RESULTS = REPO / "experiments" / "results" / "h200" / "claims"
-START, END = readme_section.markers("claims")
+PAGE = REPO / "docs" / "claims.md"
+START, END = doc_section.markers("claims")
 PUBLISHED_EPOCH: dict[str, tuple[str, float, float, float]] = {
     "resnet18": ("ResNet-18 (ImageNet)", 30.2, 11.8, 2.56),
     "vit_tiny": ("ViT-Tiny", 45.6, 17.3, 2.64),
@@ -39,7 +40,8 @@ PUBLISHED_EPOCH: dict[str, tuple[str, float, float, float]] = {
 """zoo name -> (the claim's label, eager s/epoch, compiled s/epoch, speedup), as published."""
 PUBLISHED_VIT_B: dict[str, tuple[float, float]] = {"eager": (85.0, 62.0), "reduce-overhead": (58.0, 83.0)}
 """ViT-B/16, 224x224, batch 64, A100: mode -> (ms per step, GPU utilization %), as published."""
-PENDING = "_No rows yet: run `experiments/claims/run_h200.sh` on a GPU host, then `python benchmarks/claims.py --write`._"
+PENDING = ("_No rows yet: run `experiments/claims/run_h200.sh` on a GPU host, "
+           "then `python benchmarks/claims.py --write`._")
 
 
 def load(results_dir: Path = RESULTS) -> pd.DataFrame | None:
@@ -157,7 +159,7 @@ def overhead_table(found: list[dict]) -> str:
 
 
 def section(df: pd.DataFrame | None, overhead: list[dict] | None = None) -> str:
-    """The generated part of the README section: the tables, or a line saying none yet."""
+    """The generated part of the page: the tables, or a line saying none yet."""
     if df is None or df.empty:
         return PENDING
     where = ", ".join(sorted(df["device_name"].dropna().unique())) or "unknown device"
@@ -166,22 +168,22 @@ def section(df: pd.DataFrame | None, overhead: list[dict] | None = None) -> str:
     return "\n\n".join(parts + ([overhead_table(overhead)] if overhead else []))
 
 
-def extract(readme: str) -> str | None:
-    return readme_section.extract(readme, "claims")
+def extract(page: str) -> str | None:
+    return doc_section.extract(page, "claims")
 
 
-def replace(readme: str, body: str) -> str:
-    return readme_section.replace(readme, "claims", body)
+def replace(page: str, body: str) -> str:
+    return doc_section.replace(page, "claims", body)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="?", type=Path, default=RESULTS)
-    ap.add_argument("--write", action="store_true", help="replace the section in README.md")
+    ap.add_argument("--write", action="store_true", help="replace the section in docs/claims.md")
     args = ap.parse_args()
     body = section(load(args.results), load_overhead(args.results))
     if args.write:
-        readme_section.write("claims", body)
+        doc_section.write("claims", body, PAGE)
     else:
         sys.stdout.write(body + "\n")
     return 0

@@ -46,7 +46,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from sweeper.results.store import part_files, read_results  # noqa: E402
-from sweeper.run.options import TUNE_LOGS, tune_logs as tune_logs_option  # noqa: E402
+from sweeper.run.options import TUNE_LOGS  # noqa: E402
+from sweeper.run.options import tune_logs as tune_logs_option  # noqa: E402
 from sweeper.run.state import SweepState  # noqa: E402
 from sweeper.spec.schema import load_spec  # noqa: E402
 from sweeper.spec.trials import expand  # noqa: E402
@@ -200,7 +201,8 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, devi
             "driver_rss_start_mib": round(watch.rss0 / 2**20), "driver_rss_peak_mib": round(watch.peak / 2**20),
             "driver_rss_growth_mib": round((watch.peak - watch.rss0) / 2**20),
             f"driver_rss_after_{WARM_ROWS}_rows_mib": round((watch.rss_warm or 0) / 2**20),
-            f"driver_rss_growth_after_{WARM_ROWS}_rows_mib": round((watch.peak - (watch.rss_warm or watch.peak)) / 2**20),
+            f"driver_rss_growth_after_{WARM_ROWS}_rows_mib":
+                round((watch.peak - (watch.rss_warm or watch.peak)) / 2**20),
             "driver_rss_before_last_row_mib": round(watch.rss_last_row / 2**20),
             "driver_rss_end_of_sweep_mib": round(rss_end / 2**20), "tracemalloc_growth": grew,
             "durability_checks": watch.checks, "rows_not_durable": watch.not_durable,

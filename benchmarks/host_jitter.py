@@ -13,6 +13,7 @@ neighbour CPUs on the neighbour GPU. A CUDA device is required.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing as mp
 import os
 import subprocess
@@ -46,7 +47,8 @@ def topology() -> str:
                     for c in range(os.cpu_count() or 0))
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
     keep = ("Model name", "Thread(s) per core", "Core(s) per socket", "Socket(s)", "Hypervisor", "L3", "NUMA node(")
-    return "cpu:package/core/siblings " + cpus + "\n" + "\n".join(l for l in lscpu.splitlines() if l.startswith(keep))
+    found = "\n".join(line for line in lscpu.splitlines() if line.startswith(keep))
+    return "cpu:package/core/siblings " + cpus + "\n" + found
 
 
 def spin(cpu: int) -> None:
@@ -107,10 +109,8 @@ def main() -> int:
     t0 = time.time()
     while neighbour.poll() is None and time.time() - t0 < 120:
         print(f"neighbour compiling, t={time.time() - t0:5.1f} s: {median_ms(5)}", flush=True)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(neighbour.pid, 9)  # its compile workers too
-    except ProcessLookupError:
-        pass
     return 0
 
 

@@ -75,7 +75,8 @@ def fit(spec_path: str, setting: str, work: Path) -> list[dict]:
     base = _run(_trial(spec_path, setting, None), work, cache)
     out = [{"setting": setting, "cap": "none", "cap_gib": None, "status": base["status"],
             "mem_need_reserved_gib": base.get("mem_need_reserved_gib"), "peak_mem_gib": base.get("peak_mem_gib"),
-            "peak_mem_compile_gib": base.get("peak_mem_compile_gib"), "device_mem_used_gib": base.get("device_mem_used_gib"),
+            "peak_mem_compile_gib": base.get("peak_mem_compile_gib"),
+            "device_mem_used_gib": base.get("device_mem_used_gib"),
             "error": (base.get("error") or "")[:200]}]
     if base["status"] != "ok":
         return out

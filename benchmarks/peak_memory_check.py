@@ -46,7 +46,8 @@ def tool_peak(trial, device: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         row = process.run({"trial": trial.to_dict(), "device": device}, Path(tmp) / "row.json")
     steps = row["iters_per_window"] * row["timed_windows"] * (2 if trial.mode != "eager" else 1)
-    return {"status": row["status"], "peak_mem_gib": row["peak_mem_gib"], "eager_peak_mem_gib": row["eager_peak_mem_gib"],
+    return {"status": row["status"], "peak_mem_gib": row["peak_mem_gib"],
+            "eager_peak_mem_gib": row["eager_peak_mem_gib"],
             "steps": steps + trial.measure.warmup_iters + trial.measure.min_window_iters, "error": row["error"]}
 
 

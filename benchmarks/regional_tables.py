@@ -1,7 +1,7 @@
 """The regional-compilation and Mega-Cache tables of a sweep, as Markdown:
 
     python benchmarks/regional_tables.py RESULTS...
-    python benchmarks/regional_tables.py --write     # the README's per-model table, from the committed rows
+    python benchmarks/regional_tables.py --write     # docs/findings.md's per-model table, from the committed rows
 
 1. per model, over its settings measured in both scopes: the cold-compile ratio (whole / regional)
    and the throughput ratio (regional / whole), median and range, and the fraction of the cold
@@ -23,9 +23,10 @@ from sweeper.report.scope import pairs, scope_rows
 from sweeper.results.store import read_results
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import readme_section  # noqa: E402
+import doc_section
 
 RESULTS = Path(__file__).resolve().parent.parent / "experiments" / "results" / "h200" / "regional" / "sweep"
+PAGE = doc_section.DOCS / "findings.md"
 
 
 def scope_table(data) -> list[str]:
@@ -90,18 +91,18 @@ def tables(data) -> str:
                       *scope_table(data), "", "## Mega-Cache warm start", "", *megacache_table(data)])
 
 
-def readme_body(results: Path = RESULTS) -> str:
-    """The README's generated part: the per-model summary of the committed H200 sweep."""
+def page_body(results: Path = RESULTS) -> str:
+    """docs/findings.md's generated part: the per-model summary of the committed H200 sweep."""
     return "\n".join(summary_table(prepare(read_results([results]))))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("results", nargs="*", help="results directories or files")
-    ap.add_argument("--write", action="store_true", help="replace the README's per-model table (committed rows)")
+    ap.add_argument("--write", action="store_true", help="replace docs/findings.md's per-model table (committed rows)")
     args = ap.parse_args()
     if args.write:
-        readme_section.write("regional", readme_body())
+        doc_section.write("regional", page_body(), PAGE)
     elif not args.results:
         ap.error("name results, or --write")
     else:

@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from sweeper.results import synthetic
 from sweeper.report.page import write_report
+from sweeper.results import synthetic
 
 log = logging.getLogger("report_scale")
 

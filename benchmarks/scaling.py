@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import heapq
+import itertools
 import json
 import os
 import subprocess
@@ -86,7 +87,7 @@ def _gpu_stats(df: pd.DataFrame, t0: pd.Timestamp, t1: pd.Timestamp) -> tuple[di
     gaps: list[float] = []
     for gpu, g in df.assign(_k=_gpu_key(df)).groupby("_k"):
         spans = _union(g)
-        between = [(b[0] - a[1]).total_seconds() for a, b in zip(spans, spans[1:])]
+        between = [(b[0] - a[1]).total_seconds() for a, b in itertools.pairwise(spans)]
         gaps += between
         stats[str(gpu)[-8:]] = {"busy": (g.finished_at - g.started_at).dt.total_seconds().sum() / wall_s,
                                 "head_s": (spans[0][0] - t0).total_seconds(),
@@ -115,7 +116,8 @@ def summarize(path: Path) -> dict:
     per_trial = phases.assign(**totals).set_index(df.trial_id)
     return {"run": path.name, "gpus": len(gpu), "trials": len(df), "ok": int((df.status == "ok").sum()),
             "wall_s": wall_s, "trials_per_min": len(df) / wall_s * 60,
-            "busy": {k: v["busy"] for k, v in gpu.items()}, "idle_s": {k: {n: v[n] for n in ("head_s", "gaps_s", "tail_s")}
+            "busy": {k: v["busy"] for k, v in gpu.items()},
+            "idle_s": {k: {n: v[n] for n in ("head_s", "gaps_s", "tail_s")}
                                                                       for k, v in gpu.items()},
             "median_gap_s": gap_s, "trial_s_sum": float(df.trial_wall_s.sum()),
             "trials_per_gpu": int(pd.to_numeric(df.get("trials_per_gpu"), errors="coerce").max())
@@ -126,7 +128,8 @@ def summarize(path: Path) -> dict:
             "median_phase_s": {k: round(float(v), 2) for k, v in phases.median().items()},
             "median_total_s": {k: round(float(v.median()), 2) for k, v in totals.items()},
             "dispatch_order_s": [float(v) for v in dispatched.trial_wall_s],
-            "per_trial_s": {str(t): {k: float(v) for k, v in r.items() if pd.notna(v)} for t, r in per_trial.iterrows()}}
+            "per_trial_s": {str(t): {k: float(v) for k, v in r.items() if pd.notna(v)}
+                            for t, r in per_trial.iterrows()}}
 
 
 def _outside_measuring_s(df: pd.DataFrame, phases: pd.DataFrame) -> float:
@@ -207,9 +210,12 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
         busy = ", ".join(f"{v:.2f}" for v in r["busy"].values())
         lines.append(f"| {r['gpus']} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['trials_per_min']:.2f} | "
                      f"{r['speedup']:.2f}x | {r['efficiency']:.2f} | {busy} | {r['median_gap_s']:.1f} | "
-                     f"{r['median_overhead_s']:.1f} | {r['median_setup_s']:.1f} | {r['median_outside_measuring_s']:.1f} |")
-    lines += ["", f"Where the efficiency goes (efficiency = busy / work per trial, against {base['gpus']} GPU):", "",
-              ("| GPUs | trial s, summed | work per trial | mean busy | idle s per GPU: before first, between, after last "
+                     f"{r['median_overhead_s']:.1f} | {r['median_setup_s']:.1f} | "
+                     f"{r['median_outside_measuring_s']:.1f} |")
+    lines += ["", f"Where the efficiency goes (efficiency = busy / work per trial, against {base['gpus']} GPU):",
+              "",
+              ("| GPUs | trial s, summed | work per trial | mean busy "
+               "| idle s per GPU: before first, between, after last "
                "| wall s replayed from the trials' own times |"), "|---|---|---|---|---|---|"]
     for r in rows:
         idle = "; ".join(f"{v['head_s']:.1f}, {v['gaps_s']:.1f}, {v['tail_s']:.1f}" for v in r["idle_s"].values())
@@ -225,7 +231,8 @@ def analyze(paths: list[Path], markdown: bool, project: list[int]) -> None:
             medians = {**r["median_phase_s"], **r["median_total_s"]}
             cells = [f"{medians.get(n, float('nan')):.1f}" for n in names + totals]
             if r is not base:
-                cells = [f"{c} ({r['phase_slowdown'].get(n, float('nan')):.3f})" for c, n in zip(cells, names + totals)]
+                cells = [f"{c} ({r['phase_slowdown'].get(n, float('nan')):.3f})"
+                         for c, n in zip(cells, names + totals, strict=False)]
             lines.append(f"| {r['gpus']} | " + " | ".join(cells) + " |")
     if projections:
         lines += ["", (f"Projection, not a measurement: the {base['gpus']}-GPU run's trials, each "
@@ -254,7 +261,8 @@ def compare_speedups(before: Path, after: Path) -> None:
     whether each lies inside the other's interval (reported, and the bare in-trial one), and
     their difference."""
     runs = {name: summarize(p) for name, p in (("before", before), ("after", after))}
-    lines = ["| run | trials (ok) | wall s | overhead s/trial (median) | imports s/process (median) |", "|---|---|---|---|---|"]
+    lines = ["| run | trials (ok) | wall s | overhead s/trial (median) | imports s/process (median) |",
+             "|---|---|---|---|---|"]
     for name, r in runs.items():
         lines.append(f"| {name} | {r['trials']} ({r['ok']}) | {r['wall_s']:.0f} | {r['median_overhead_s']:.1f} | "
                      f"{r['median_phase_s'].get('imports', float('nan')):.2f} |")
@@ -265,7 +273,8 @@ def compare_speedups(before: Path, after: Path) -> None:
               "other's: reported / in-trial | after/before |", "|---|---|---|---|---|"]
     counts = [0, 0]
     for key, r in both.sort_index().iterrows():
-        inside = [all(r[f"{lo}_{x}"] <= r[f"speedup_vs_eager_{y}"] <= r[f"{hi}_{x}"] for x, y in (("b", "a"), ("a", "b")))
+        inside = [all(r[f"{lo}_{x}"] <= r[f"speedup_vs_eager_{y}"] <= r[f"{hi}_{x}"]
+                      for x, y in (("b", "a"), ("a", "b")))
                   for lo, hi in (("speedup_low", "speedup_high"), ("speedup_ci_low", "speedup_ci_high"))]
         counts = [c + i for c, i in zip(counts, inside, strict=True)]
         lines.append(f"| {' '.join(map(str, key))} | {_speedup_cell(r, '_b')} | {_speedup_cell(r, '_a')} | "

@@ -30,6 +30,7 @@ from search_replay import Scaled, front, hypervolume, replay  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
 from sweeper.spec.schema import load_spec  # noqa: E402
 
+
 def _search_section(spec_path: Path) -> dict:
     search = load_spec(spec_path).search.model_dump()
     if search["algorithm"] == "grid":

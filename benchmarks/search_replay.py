@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_table import generated_table  # noqa: E402
+from replay_table import generated_table
 
-from sweeper.run.search import make_search, metrics_of, params_of  # noqa: E402
-from sweeper.results.schema import MODES  # noqa: E402
-from sweeper.spec.search import SearchSpec  # noqa: E402
+from sweeper.results.schema import MODES
+from sweeper.run.search import make_search, metrics_of, params_of
+from sweeper.spec.search import SearchSpec
 
 log = logging.getLogger("search_replay")
 HERE = Path(__file__).resolve().parent
@@ -59,7 +59,7 @@ def grid_order(df: pd.DataFrame) -> pd.DataFrame:
 
 def hypervolume(points: list[tuple[float, ...]], ref: tuple[float, ...]) -> float:
     """Exact hypervolume dominated by `points` (all minimized) up to `ref`, by slicing."""
-    pts = [p for p in points if all(x < r for x, r in zip(p, ref))]
+    pts = [p for p in points if all(x < r for x, r in zip(p, ref, strict=False))]
     if not pts:
         return 0.0
     if len(ref) == 1:
@@ -75,7 +75,7 @@ def hypervolume(points: list[tuple[float, ...]], ref: tuple[float, ...]) -> floa
 
 def front(points: list[tuple[float, ...]]) -> list[tuple[float, ...]]:
     """The non-dominated points (all objectives minimized)."""
-    return [p for p in points if not any(q != p and all(a <= b for a, b in zip(q, p)) for q in points)]
+    return [p for p in points if not any(q != p and all(a <= b for a, b in zip(q, p, strict=False)) for q in points)]
 
 
 class Scaled:
@@ -90,7 +90,7 @@ class Scaled:
             lo, hi = ok[k].min(), ok[k].max()
             x = (ok[k] - lo) / (hi - lo) if hi > lo else ok[k] * 0.0
             cols.append(1 - x if d == "max" else x)
-        self.points = dict(zip(ok.trial_id, zip(*cols)))
+        self.points = dict(zip(ok.trial_id, zip(*cols, strict=False), strict=False))
         self.ref = (1.1,) * len(objectives)
         self.best = hypervolume(front(list(self.points.values())), self.ref)
 
@@ -158,7 +158,7 @@ def plot(studies: list[dict], png: Path) -> None:
 
     fig, axes = plt.subplots(1, len(studies), figsize=(5.2 * len(studies), 4.2), squeeze=False)
     colors = {"grid": "tab:gray", "random": "tab:blue", "optuna": "tab:red"}
-    for ax, s in zip(axes[0], studies):
+    for ax, s in zip(axes[0], studies, strict=False):
         for algorithm, curves in s["curves"].items():
             width = min(len(c) for c in curves)
             stack = np.array([c[:width] for c in curves])

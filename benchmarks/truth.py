@@ -20,8 +20,7 @@ import pandas as pd
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from sweeper.analysis.drift import (RUN_TO_RUN_FLOOR, STABLE_SPREAD_PCT, UNSTABLE_BASELINE_FLOOR,  # noqa: E402
-                                    baseline_spread_pct)
+from sweeper.analysis.drift import RUN_TO_RUN_FLOOR, STABLE_SPREAD_PCT, UNSTABLE_BASELINE_FLOOR, baseline_spread_pct  # noqa: E402
 from sweeper.analysis.frames import prepare  # noqa: E402
 from sweeper.analysis.ranking import DRIFT_LIMIT_PCT  # noqa: E402
 from sweeper.results.store import read_results  # noqa: E402
@@ -59,7 +58,8 @@ def at_once_vs_alone(at_once: pd.DataFrame, alone: pd.DataFrame) -> list[str]:
         stable = r["eager_spread"] < STABLE_SPREAD_PCT
         agree = "" if not stable else (" (stable, agree)" if abs(diff) <= AGREE_PCT else " (stable, DISAGREE)")
         lines.append(f"| {r['model']} | {r['precision']} | {r['mode']} | {_ci(r, 'speedup_ci_low', 'speedup_ci_high')} "
-                     f"| {_ci(r)} | {alone_s:.2f}x [{r['speedup_ci_low_alone']:.2f}, {r['speedup_ci_high_alone']:.2f}] | "
+                     f"| {_ci(r)} | {alone_s:.2f}x "
+                     f"[{r['speedup_ci_low_alone']:.2f}, {r['speedup_ci_high_alone']:.2f}] | "
                      f"{'yes' if inside[0] else 'NO'} / {'yes' if inside[1] else 'NO'} | {r['eager_spread']:.1f} | "
                      f"{diff:+.1f}{agree} | {r['baseline_drift_pct']:+.1f} | {r['host_busy_windows_pct']:.0f} |")
     lines.append(f"\nAlone speedups inside the at-once interval: {counts[0]} of {len(both)} (in-trial), "
@@ -110,7 +110,8 @@ def run_to_run(runs: dict[str, pd.DataFrame]) -> list[str]:
             continue
         top = g.loc[g["diff"].idxmax()]
         lines.append(f"| {'held still' if stable else 'spread'} | {len(g)} | {top['diff']:.1%} | "
-                     f"{' '.join(map(str, top['key']))}, {top['runs']} | +-{floor:.0%} | {int(g['inside'].sum())} of {len(g)} |")
+                     f"{' '.join(map(str, top['key']))}, {top['runs']} | +-{floor:.0%} | "
+                     f"{int(g['inside'].sum())} of {len(g)} |")
     return lines
 
 
@@ -120,14 +121,16 @@ def training(train: pd.DataFrame) -> list[str]:
     for _, r in train.sort_values(KEY).iterrows():
         if r["is_eager"]:
             continue
-        lines.append(f"| {r['model']} | {r['precision']} | {r['mode']} | {r['status']} | {r['eager_err_vs_fp64']:.3g} | "
+        lines.append(f"| {r['model']} | {r['precision']} | {r['mode']} | {r['status']} | "
+                     f"{r['eager_err_vs_fp64']:.3g} | "
                      f"{r['compiled_err_vs_fp64']:.3g} | {r['accuracy_tol']:.3g} | {r['rel_err']:.3g} | "
                      f"{r['accuracy_reference']} |")
     return lines
 
 
 def memory(root: Path) -> list[str]:
-    lines = ["| setting | cap | cap GiB | status | need GiB (whole trial / compiled alone) | steady allocated peak GiB |",
+    lines = ["| setting | cap | cap GiB | status | need GiB (whole trial / compiled alone) "
+             "| steady allocated peak GiB |",
              "|---|---|---|---|---|---|"]
     for f in sorted((root / "memory_fit").glob("*.json")):
         rows = json.loads(f.read_text())
@@ -153,7 +156,8 @@ def main() -> int:
         at_once, alone = _load(root, "at_once"), _load(root, "alone")
         at_once["eager_spread"] = baseline_spread_pct(at_once)
         out += ["## At once vs alone", *at_once_vs_alone(at_once, alone), ""]
-    repeated = {prefix: _runs(root, prefix, first) for prefix, first in (("repeat", "at_once"), ("single_repeat", None))}
+    repeated = {prefix: _runs(root, prefix, first)
+                for prefix, first in (("repeat", "at_once"), ("single_repeat", None))}
     for prefix, runs in repeated.items():
         if len(runs) > 1:
             out += [f"## Run to run ({prefix})", *repeats(runs), ""]

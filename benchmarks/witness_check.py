@@ -61,7 +61,7 @@ def launch_bound(windows: int) -> dict:
         small = witness.probe_ms()
         big = big_probe_ms()
         rows.append((small, big, window_ms(step, 20)))
-    small, big, step_ms = (np.array(c) for c in zip(*rows))
+    small, big, step_ms = (np.array(c) for c in zip(*rows, strict=True))
     ref = witness.own_fast_ms(list(small))
     slow = small > ref * witness.SLOW_FACTOR
     return {"windows": windows, "probe_ops": witness.PROBE_OPS,

@@ -24,9 +24,10 @@ def make_probe(facts_dir: str, features: int = 8, sleep_s: float = 0.0) -> nn.Mo
              "dynamo_counters": {k: dict(v) for k, v in counters.items() if v},
              "cuda_initialized": torch.cuda.is_initialized(),
              "compile_pools": len(getattr(sys.modules.get("torch._inductor.async_compile"), "_pool_set", ())),
-             "inductor_imported": "torch._inductor.compile_fx" in sys.modules, "forked": "sweeper.measure.forkserver" in sys.modules
-             or "__main__" in sys.modules and getattr(sys.modules["__main__"], "__spec__", None) is not None
-             and sys.modules["__main__"].__spec__.name == "sweeper.measure.forkserver"}
+             "inductor_imported": "torch._inductor.compile_fx" in sys.modules,
+             "forked": "sweeper.measure.forkserver" in sys.modules
+             or ("__main__" in sys.modules and getattr(sys.modules["__main__"], "__spec__", None) is not None
+             and sys.modules["__main__"].__spec__.name == "sweeper.measure.forkserver")}
     with open(os.path.join(facts_dir, f"{os.getpid()}.json"), "w") as f:
         json.dump(facts, f)
     time.sleep(sleep_s)  # long enough for a test to act on this process while it is measuring

@@ -16,12 +16,12 @@ from pathlib import Path
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import tiny_spec  # noqa: E402
+from conftest import tiny_spec
 
-from sweeper.run import ray_tune as runner  # noqa: E402
-from sweeper.run.state import SweepState  # noqa: E402
-from sweeper.spec.schema import parse_spec  # noqa: E402
-from sweeper.spec.trials import expand  # noqa: E402
+from sweeper.run import ray_tune as runner
+from sweeper.run.state import SweepState
+from sweeper.spec.schema import parse_spec
+from sweeper.spec.trials import expand
 
 
 def probe(payload: dict, max_retries: int = 1) -> dict:

@@ -19,7 +19,6 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-
 PACKAGE = Path(__file__).resolve().parent.parent / "sweeper"
 
 LAYER_IMPORTS: dict[str, set[str]] = {
@@ -33,6 +32,7 @@ LAYER_IMPORTS: dict[str, set[str]] = {
     "analysis": {"results"},
     "results": set(),
     "envinfo": set(),
+    "docs": {"spec"},  # sweeper/docs.py: the reference pages, from the spec and the row contract
 }
 """Each layer's direct lower neighbours; what it may import is everything reachable from here."""
 

@@ -1,15 +1,16 @@
-"""The published-claims study: its zoo models, its specs, the per-epoch columns, and the README
-section generated from its rows (checked against a synthetic results fixture until the GPU rows
+"""The published-claims study: its zoo models, its specs, the per-epoch columns, and the docs
+page (docs/claims.md) generated from its rows (checked against a synthetic results fixture until the GPU rows
 are committed, and against the committed rows after)."""
 
 from __future__ import annotations
 
-import sys
 import json
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO, tiny_spec
 
 from sweeper.measure import process as measure
 from sweeper.measure import streams
@@ -18,10 +19,8 @@ from sweeper.results.store import write_rows
 from sweeper.spec.schema import load_spec, parse_spec
 from sweeper.spec.trials import expand
 
-from conftest import REPO, tiny_spec
-
 sys.path.insert(0, str(REPO / "benchmarks"))
-import claims  # noqa: E402
+import claims
 
 SPECS = sorted((REPO / "experiments" / "claims").glob("*.yaml"))
 
@@ -130,14 +129,16 @@ def results(tmp_path: Path) -> Path:
 
 def test_the_section_is_made_from_the_rows_and_a_changed_row_shows(results: Path) -> None:
     body = claims.section(claims.load(results))
-    readme = claims.replace(f"# x\n{claims.START}\n{claims.PENDING}\n{claims.END}\nrest\n", body)
-    assert claims.extract(readme) == body and readme.endswith("rest\n")
-    assert "| ResNet-18 (ImageNet) | 30.2 -> 11.8 (2.56x) | bf16 | 25 | 25 | default | 15.6 | 45.6 | 1.60x [1.54-1.66] | 0.62 |" in body  # the reported interval: at least +-4%
+    page = claims.replace(f"# x\n{claims.START}\n{claims.PENDING}\n{claims.END}\nrest\n", body)
+    assert claims.extract(page) == body and page.endswith("rest\n")
+    # the reported interval: at least +-4%
+    assert ("| ResNet-18 (ImageNet) | 30.2 -> 11.8 (2.56x) | bf16 | 25 | 25 | default | 15.6 | 45.6 "
+            "| 1.60x [1.54-1.66] | 0.62 |") in body
     assert "| eager ms/step | ~85 | 91.4 |" in body  # 64 / 700 items/s
     assert "timeout: killed after 900 s" in body and "NOTHING COMPILED" in body
     df = claims.load(results)
     df.loc[df["trial_id"] == "vit_tiny-default-fp32", "gpu_util_pct"] = 99.0
-    assert claims.section(df) != claims.extract(readme)
+    assert claims.section(df) != claims.extract(page)
 
 
 def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None:
@@ -149,14 +150,15 @@ def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None
     (results / "util_overhead.json").write_text(json.dumps(check))
     body = claims.section(claims.load(results), claims.load_overhead(results))
     assert "| resnet18 eager bs64 train fp32 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 | - |" in body
-    assert "| vit_tiny eager bs64 train bf16 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 | 61 us, <= 0.06% |" \
-        in body
+    assert ("| vit_tiny eager bs64 train bf16 | 13.7 | 13.7 | -0.03% [-0.17 to +0.12] | 30 | 120 | 100 "
+            "| 61 us, <= 0.06% |") in body
     assert claims.load_overhead(results / "train") is None
 
 
-def test_the_readme_section_matches_the_committed_rows() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert claims.extract(readme) == claims.section(claims.load(), claims.load_overhead()), "run: python benchmarks/claims.py --write"
+def test_the_claims_page_matches_the_committed_rows() -> None:
+    page = claims.PAGE.read_text()
+    assert claims.extract(page) == claims.section(claims.load(),
+                                                  claims.load_overhead()), "run: python benchmarks/claims.py --write"
 
 
 def test_a_speedup_over_a_drifted_baseline_says_so(tmp_path: Path) -> None:

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_cli, tiny_spec, write_spec
 
 
@@ -171,7 +170,8 @@ def test_sweep_whose_every_trial_failed_exits_1_and_prints_each_error(ray_local,
     lines = captured.out.splitlines()
     start = lines.index("failed trials: 2 of 2")
     for bs, line in zip((1, 2), lines[start + 1:start + 3], strict=True):
-        assert line.startswith(f"  m eager bs{bs} infer fp32: RUNTIME_ERROR: ValueError: width must be a multiple"), line
+        expected = f"  m eager bs{bs} infer fp32: RUNTIME_ERROR: ValueError: width must be a multiple"
+        assert line.startswith(expected), line
         assert line.endswith("(got 50)"), line
     assert "every trial failed (2)" in captured.err
 

@@ -14,14 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO, tiny_spec, write_spec
 
 from sweeper.results.store import PARTS_DIR, RESULTS_FILE, compact, part_files, read_results
 from sweeper.run.owner import LOCK_FILE, DirectoryInUse, claim
 from sweeper.run.state import SweepError, SweepState
 from sweeper.spec.schema import load_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, tiny_spec, write_spec
 
 WRITER = """
 import sys
@@ -182,7 +181,8 @@ def test_two_real_drivers_on_one_directory(tmp_path):
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     env.pop("RAY_ADDRESS", None)
-    cmd = [sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out), "--no-report", "--address", "local"]
+    cmd = [sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out), "--no-report", "--address",
+           "local"]
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
@@ -224,7 +224,7 @@ def test_a_reader_racing_compactions_always_sees_every_row(tmp_path):
             before = len(state.by_trial)  # rows recorded before this read starts
             try:
                 n = len(read_results([tmp_path / "out"]))
-            except Exception as e:  # noqa: BLE001 - any failure is the finding
+            except Exception as e:
                 problems.append(repr(e))
                 return
             if n < before:

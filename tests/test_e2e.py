@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import REPO, run_cli, tiny_spec, write_spec
 
 from sweeper.results.schema import COLUMN_NAMES
 from sweeper.results.store import read_results
 from sweeper.spec.schema import load_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, run_cli, tiny_spec, write_spec
 
 
 @pytest.fixture(scope="module")

@@ -10,13 +10,12 @@ import sys
 
 import pytest
 import torch
+from conftest import run_cli
 
 from sweeper.analysis.recommend import Limits, recommend_all
 from sweeper.deploy.export import ExportError, export
 from sweeper.results.store import write_rows
 from sweeper.run.artifacts import keep
-
-from conftest import run_cli
 
 _CONTEXT = {"sweep_id": "s", "sweep_name": "s", "model": "bert-tiny", "task": "nlp", "batch_size": 8, "seq_len": 16,
             "phase": "infer", "precision": "fp32", "status": "ok", "backend": "inductor", "device_type": "cpu",

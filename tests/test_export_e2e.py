@@ -13,13 +13,12 @@ import subprocess
 import sys
 
 import pytest
+from conftest import REPO, run_cli, tiny_spec
 
 from sweeper.run import isolate
 from sweeper.run.state import SweepState
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, run_cli, tiny_spec
 
 log = logging.getLogger(__name__)
 

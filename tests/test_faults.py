@@ -10,6 +10,7 @@ segfault on the first attempt only (ok on the retry), a Ray worker killed under 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -24,13 +25,12 @@ from typing import NamedTuple
 import pandas as pd
 import psutil
 import pytest
-
+from conftest import REPO, run_cli, tiny_spec, write_spec
 from faulty_models import HANG_CHILD_MARKER
+
 from sweeper.results.store import read_results
 from sweeper.spec.schema import load_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, run_cli, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -137,10 +137,8 @@ def test_hung_compile_killed_with_its_whole_tree(fault_sweep):
     pids = [int(p.name) for p in (fault_sweep.tmp / "hang_pids").iterdir()]
     assert len(pids) == 2  # one child in the trial's process group, one that left it
     for pid in pids:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, f"{pid} survived the timeout"
-        except psutil.NoSuchProcess:
-            pass
 
 
 def test_trial_work_dirs_removed(fault_sweep):

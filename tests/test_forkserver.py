@@ -14,12 +14,11 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import REPO, tiny_spec
 
 from sweeper.run import isolate
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, tiny_spec
 
 pytestmark = pytest.mark.slow  # starts a fork server (imports torch, torchvision, transformers) and compiles
 

@@ -11,13 +11,12 @@ import textwrap
 import threading
 
 import pytest
+from conftest import tiny_spec
 
 from sweeper.measure import gpu_lock
 from sweeper.measure import process as measure
 from sweeper.spec.schema import SpecError, parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import tiny_spec
 
 
 class _Neighbour:
@@ -125,7 +124,7 @@ def test_a_sharing_trials_row_records_its_wait(lock_dir, tmp_path, monkeypatch):
     assert alone["trials_per_gpu"] == 1 and alone["gpu_lock_wait_s"] is None
 
 
-@pytest.mark.parametrize("resources, message", [
+@pytest.mark.parametrize(("resources", "message"), [
     ({"device": "cpu", "trials_per_gpu": 2}, "contradicts device 'cpu'"),
     ({"device": "cuda", "gpus_per_trial": 0.5, "trials_per_gpu": 2}, "needs gpus_per_trial 1"),
     ({"device": "cuda", "trials_per_gpu": 5}, "less than or equal to 4"),
@@ -151,7 +150,6 @@ def test_ray_runs_two_trials_on_each_gpu_and_never_three(tmp_path):
     import json
 
     import pandas as pd
-
     from conftest import REPO
 
     env = {**os.environ, "PYTHONPATH": str(REPO)}

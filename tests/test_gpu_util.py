@@ -10,13 +10,12 @@ import types
 
 import pytest
 import torch
+from conftest import REPO, tiny_spec
 
 from sweeper.measure import gpu_util
 from sweeper.measure import process as measure
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, tiny_spec
 
 
 class FakeNVML(types.ModuleType):

@@ -6,14 +6,13 @@ import json
 import math
 
 import pytest
+from conftest import tiny_spec
 
-from sweeper.run import isolate
-from sweeper.measure import matching, pipeline
+from sweeper.measure import matching
 from sweeper.measure import process as measure
+from sweeper.run import isolate
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import tiny_spec
 
 
 def _trial(**overrides):
@@ -35,7 +34,8 @@ def test_compiled_inference_row_has_every_measurement(tmp_path):
                 "peak_mem_gib", "peak_mem_compile_gib", "eager_peak_mem_gib", "first_call_s"):
         assert row[key] > 0, key
     assert row["latency_p50_ms"] <= row["latency_p90_ms"] <= row["latency_p99_ms"]
-    assert compiled.measure.windows <= row["timed_windows"] <= 3 * compiled.measure.windows and row["iters_per_window"] >= 2
+    assert compiled.measure.windows <= row["timed_windows"] <= 3 * compiled.measure.windows
+    assert row["iters_per_window"] >= 2
     assert row["throughput_tokens_s"] == pytest.approx(row["throughput_items_s"] * 16)
     assert row["speedup_vs_eager"] == pytest.approx(row["throughput_items_s"] / row["eager_throughput_items_s"])
     assert row["graphs"] >= 1 and row["recompiles"] == 0 and row["recompile_limit_hit"] is False
@@ -133,7 +133,8 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
     assert row["trial_wall_s"] > row["compile_s"] + row["setup_s"]
     phases = json.loads(row["phase_s_json"])
     assert [k for k in phases if not k.startswith(("warm.", "megacache."))] == [
-        "imports", "env", "build", "reference", "eager", "compiled", "cold_process", "warm_process", "megacache_process"]
+        "imports", "env", "build", "reference", "eager", "compiled", "cold_process", "warm_process",
+                                                                                "megacache_process"]
     for tag in ("warm", "megacache"):
         own = {k: v for k, v in phases.items() if k.startswith(f"{tag}.")}
         assert list(own) == [f"{tag}.{k}" for k in ("imports", "env", "build", "compiled", "exit")]
@@ -190,7 +191,7 @@ print(json.dumps({{"status": row["status"], "loaded": [m for m in ("pandas", "py
     assert json.loads((tmp_path / "row.json").read_text())["status"] == "ok"
 
 
-@pytest.mark.parametrize("first_line, version", [
+@pytest.mark.parametrize(("first_line", "version"), [
     ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  "
      "Thu Oct  2 2025", "580.159.04"),
     ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023", "535.104.05"),

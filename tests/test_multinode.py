@@ -10,6 +10,7 @@ started here (never `ray stop`, which would stop every Ray on the machine).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -106,10 +107,8 @@ def _nodes(address: str, env: dict[str, str]) -> dict[str, list[str]]:
 def _descendants(procs: list[subprocess.Popen]) -> list[psutil.Process]:
     found = []
     for proc in procs:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             found += psutil.Process(proc.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            pass
     return found
 
 

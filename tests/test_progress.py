@@ -5,12 +5,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from conftest import tiny_spec
 
 from sweeper.run.progress import Progress, kind
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import tiny_spec
 
 
 def test_eager_trials_finishing_first_do_not_make_compiled_ones_look_cheap() -> None:
@@ -97,4 +96,5 @@ def test_each_trial_start_is_a_line(progress_lines) -> None:
     p = Progress(total=2, slots=2)
     p.start("a", "m eager bs1 infer fp32", now=0.0)
     p.start("b", "m eager bs2 infer fp32", now=1.0)
-    assert progress_lines == ["started m eager bs1 infer fp32 | 1 running", "started m eager bs2 infer fp32 | 2 running"]
+    assert progress_lines == ["started m eager bs1 infer fp32 | 1 running",
+                              "started m eager bs2 infer fp32 | 2 running"]

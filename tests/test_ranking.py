@@ -60,7 +60,7 @@ def test_fronts_do_not_move_when_another_sweeps_rows_are_added() -> None:
     def fronts(df: pd.DataFrame) -> dict[str, bool]:
         data = explore.prepare(rows.prepare(df))
         on = report.pareto_front(data, objectives=report.FRONT_OBJECTIVES, group_by=ranking.CONTEXT)
-        return dict(zip(data["trial_id"], on))
+        return dict(zip(data["trial_id"], on, strict=True))
 
     alone, together = fronts(streams), fronts(both)
     assert any(alone.values())

@@ -54,7 +54,7 @@ def head() -> Iterator[Head]:
            f"--dashboard-port={dashboard.rsplit(':', 1)[1]}", f"--dashboard-agent-listen-port={_free_port()}",
            "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp_dir}", f"--object-store-memory={100 * 2**20}",
            "--disable-usage-stats", f"--ray-client-server-port={client.rsplit(':', 1)[1]}"]
-    log = open(temp_dir / "head.log", "w")
+    log = open(temp_dir / "head.log", "w")  # noqa: SIM115 - the head writes to it for the whole test
     started = [subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 cwd=temp_dir)]
     try:
@@ -184,7 +184,8 @@ def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, 
     _, err = driver.communicate(timeout=30)
     assert driver.returncode == 130, err[-3000:]
     assert "sweeper: interrupted; " in err and " trials are saved in " in err
-    assert f"to finish the sweep: python -m sweeper run {tmp_path / 'spec.yaml'} --results {tmp_path / 'out'} --resume" in err
+    resume = f"python -m sweeper run {tmp_path / 'spec.yaml'} --results {tmp_path / 'out'} --resume"
+    assert f"to finish the sweep: {resume}" in err
     _, alive = psutil.wait_procs([*tree, *_ours(ids)], timeout=max(1.0, 30 - (time.monotonic() - t0)))
     assert not alive, [(p.pid, p.name()) for p in alive]
     df = pd.read_parquet(results)

@@ -8,8 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from sweeper.analysis.recommend_text import render
 from sweeper.analysis.recommend import RecommendError, recommend
+from sweeper.analysis.recommend_text import render
 
 
 def row(mode: str, tp: float | None, mem: float | None, compile_s: float | None, *, dynamic=None,

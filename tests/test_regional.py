@@ -8,14 +8,13 @@ import json
 
 import pytest
 import torch
+from conftest import tiny_spec
 
 from sweeper.measure import process as measure
 from sweeper.measure.regions import Regional, compile_scope, find_blocks
 from sweeper.measure.workbench import build_bundle
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import tiny_spec
 
 
 def _trials(**overrides):
@@ -53,7 +52,7 @@ def test_a_factory_model_names_its_block():
     assert json.loads(trials[0].to_json())["model"]["block"] == "TransformerEncoderLayer"
 
 
-@pytest.mark.parametrize("name, blocks", [("bert-tiny", 2), ("gpt2-tiny", 2), ("t5-tiny", 4), ("vit-tiny", 2),
+@pytest.mark.parametrize(("name", "blocks"), [("bert-tiny", 2), ("gpt2-tiny", 2), ("t5-tiny", 4), ("vit-tiny", 2),
                                           ("resnet18-tiny", 8)])
 def test_the_zoo_knows_each_models_repeated_block(name, blocks):
     (trial,) = [t for t in _trials(models=[{"name": name}], axes={"scope": ["regional"]})[0] if t.mode != "eager"]

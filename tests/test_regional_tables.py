@@ -8,14 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results, write_rows
 
-from conftest import REPO
-
 sys.path.insert(0, str(REPO / "benchmarks"))
-import regional_tables  # noqa: E402
+import regional_tables
 
 
 def _row(model: str, mode: str, scope: str, batch: int, compile_s: float | None, tput: float,
@@ -25,7 +24,8 @@ def _row(model: str, mode: str, scope: str, batch: int, compile_s: float | None,
             "dynamic": None if mode == "eager" else False, "status": "ok", "device_name": "NVIDIA H200",
             "compile_s": compile_s, "throughput_items_s": tput, "warm_compile_s": None if compile_s is None else 1.0,
             "warm_megacache_s": warm_megacache_s, "megacache_load_s": None if warm_megacache_s is None else 0.5,
-            "megacache_bytes": None if compile_s is None else 2**20, "compiled_regions": 12 if scope == "regional" else 1,
+            "megacache_bytes": None if compile_s is None else 2**20,
+            "compiled_regions": 12 if scope == "regional" else 1,
             "graphs": None if compile_s is None else 1, **extra}
 
 
@@ -48,21 +48,21 @@ def test_per_model_summary_from_the_rows(tmp_path: Path) -> None:
     assert "| resnet50 | whole | default | 8 | 30 | 1 | — | — | — | 1 |" in body
 
 
-def test_the_readme_table_is_the_committed_rows() -> None:
-    import readme_section
+def test_the_findings_page_table_is_the_committed_rows() -> None:
+    import doc_section
 
-    readme = (REPO / "README.md").read_text()
-    body = regional_tables.readme_body()
+    page = regional_tables.PAGE.read_text()
+    body = regional_tables.page_body()
     assert "| bert-base | 4 |" in body and "| resnet50 | 4 |" in body
-    assert readme_section.extract(readme, "regional") == body, "run: python benchmarks/regional_tables.py --write"
+    assert doc_section.extract(page, "regional") == body, "run: python benchmarks/regional_tables.py --write"
 
 
-def test_a_readme_section_is_replaced_between_its_markers_only() -> None:
-    import readme_section
+def test_a_doc_section_is_replaced_between_its_markers_only() -> None:
+    import doc_section
 
-    start, end = readme_section.markers("x")
+    start, end = doc_section.markers("x")
     text = f"a\n{start}\nold\n{end}\nb {start}\n"
-    assert readme_section.extract(readme_section.replace(text, "x", "new\nlines"), "x") == "new\nlines"
-    assert readme_section.replace(text, "x", "new").endswith(f"{end}\nb {start}\n")
+    assert doc_section.extract(doc_section.replace(text, "x", "new\nlines"), "x") == "new\nlines"
+    assert doc_section.replace(text, "x", "new").endswith(f"{end}\nb {start}\n")
     with pytest.raises(ValueError, match=re.escape(start)):
-        readme_section.replace("no markers", "x", "new")
+        doc_section.replace("no markers", "x", "new")

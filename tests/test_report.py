@@ -139,8 +139,8 @@ def test_speedup_colours_are_anchored_at_one_and_symmetric_in_ratio(rows: list[d
     for fig in heat:
         (trace,) = fig["data"]
         assert trace["zmin"] == -trace["zmax"] and trace["zmax"] >= 1
-        for z_row, text_row in zip(trace["z"], trace["text"]):
-            for z, text in zip(z_row, text_row):
+        for z_row, text_row in zip(trace["z"], trace["text"], strict=True):
+            for z, text in zip(z_row, text_row, strict=True):
                 if z is not None:  # the colour value is log2 of the speedup the cell shows
                     assert z == pytest.approx(math.log2(float(text.rstrip("×"))), abs=0.01)
         bar = trace["colorbar"]

@@ -19,10 +19,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from sweeper.report import figures
-from sweeper.report import page as report
 from sweeper.analysis import frames as rows
 from sweeper.analysis import ranking
+from sweeper.report import figures
+from sweeper.report import page as report
 from sweeper.results import synthetic
 
 pytestmark = pytest.mark.slow  # every test here opens Chromium
@@ -86,7 +86,7 @@ def expected_counts(df: pd.DataFrame) -> tuple[int, int, int]:
     plotted = d[d["status"].eq("ok") & d["peak_mem_gib"].gt(0) & d["throughput_items_s"].gt(0)]
     n_scatter = plotted.groupby(ranking.CONTEXT, dropna=False).ngroups
     cells = d[~d["is_eager"] & rows.accurate(d) & d["speedup_vs_eager"].gt(0)]
-    n_cells = len(cells.groupby(ranking.CONTEXT + ["mode", "batch_size"], dropna=False))
+    n_cells = len(cells.groupby([*ranking.CONTEXT, "mode", "batch_size"], dropna=False))
     return len(plotted), n_scatter, n_cells
 
 

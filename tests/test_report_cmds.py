@@ -39,7 +39,7 @@ def test_report_from_several_sweeps_with_comparison(results: Path, tmp_path: Pat
     assert capsys.readouterr().out.startswith(f"report: {out}")
 
 
-@pytest.mark.parametrize("paths, message", [
+@pytest.mark.parametrize(("paths", "message"), [
     (["missing-dir"], "missing-dir: no such file or directory"),
     (["notes.parquet"], "not a readable Parquet file"),
 ])
@@ -58,15 +58,15 @@ def test_recommend_unknown_model_lists_valid_ones(results: Path, capsys) -> None
 
 def test_recommend_text_and_json(results: Path, capsys) -> None:
     base = ["recommend", str(results / "a"), "--model", "resnet50", "--phase", "infer", "--precision", "fp32"]
-    assert run(base + ["--iterations", "100000", "--max-memory-gib", "8"]) == 0
+    assert run([*base, "--iterations", "100000", "--max-memory-gib", "8"]) == 0
     text = capsys.readouterr().out
     assert "Recommendation: " in text and "limits: peak memory <= 8 GiB" in text
-    assert run(base + ["--json", "--max-compile-s", "60"]) == 0
+    assert run([*base, "--json", "--max-compile-s", "60"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["constraints"]["max_compile_s"] == 60 and data["best"]["compile_s"] <= 60
-    assert run(base + ["--max-memory-gib", "0.001"]) == 1  # an answer, but no setting fits
+    assert run([*base, "--max-memory-gib", "0.001"]) == 1  # an answer, but no setting fits
     assert "No setting meets the constraints" in capsys.readouterr().out
-    assert run(base + ["--iterations", "0"]) == 2
+    assert run([*base, "--iterations", "0"]) == 2
 
 
 def test_without_filters_every_context_is_answered(results: Path, capsys) -> None:
@@ -105,8 +105,9 @@ def test_choices_are_listed_and_global_flags_follow_the_subcommand(results: Path
 
 
 def test_report_modules_import_neither_torch_nor_ray() -> None:
-    code = ("import sys; import sweeper.report.page, sweeper.analysis.pareto, sweeper.analysis.recommend, sweeper.analysis.compare, "
-            "sweeper.cli.results_cmds; bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
+    code = ("import sys; import sweeper.report.page, sweeper.analysis.pareto, sweeper.analysis.recommend, "
+            "sweeper.analysis.compare, sweeper.cli.results_cmds; "
+            "bad = [m for m in ('torch', 'ray') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -23,7 +23,7 @@ def test_a_row_of_every_kind_passes():
                "finished_at": datetime(2025, 1, 1, tzinfo=UTC), "break_even_iters": float("inf")})
 
 
-@pytest.mark.parametrize("row, column, words", [
+@pytest.mark.parametrize(("row", "column", "words"), [
     ({"no_such_column": 1}, "no_such_column", "not in the results schema"),
     ({"batch_size": "8"}, "batch_size", "should be int, got str"),
     ({"batch_size": 8.5}, "batch_size", "should be int, got float"),

@@ -20,13 +20,12 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
+from conftest import REPO, run_cli, tiny_spec, write_spec
 
 from sweeper.results.store import MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, part_files, read_results
-from sweeper.spec.schema import load_spec
 from sweeper.run.state import SweepState
+from sweeper.spec.schema import load_spec
 from sweeper.spec.trials import expand
-
-from conftest import REPO, run_cli, tiny_spec, write_spec
 
 FIRST_ROW_TIMEOUT_S = 240
 
@@ -159,7 +158,7 @@ def test_changed_spec_is_detected_and_explained(tmp_path, capsys, no_ray):
 
 
 def test_description_change_is_not_a_spec_change(tmp_path, capsys, no_ray, monkeypatch):
-    spec_path, out, state = _state_with_rows(tmp_path, {b: "ok" for b in (1, 2, 3, 4)})
+    spec_path, out, _state = _state_with_rows(tmp_path, dict.fromkeys((1, 2, 3, 4), "ok"))
     spec = yaml.safe_load(spec_path.read_text())
     spec_path.write_text(yaml.safe_dump({**spec, "description": "now with notes"}))
     monkeypatch.setattr(no_ray, "connect", lambda address: None)
@@ -265,7 +264,7 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     def disk_full(*args):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "fsync", disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="No space left on device"):
         state.add(trial, {"status": "ok"})
     assert (out / RESULTS_FILE).read_bytes() == good
     assert {p.name for p in out.iterdir()} == {RESULTS_FILE, MANIFEST_FILE, PARTS_DIR}
@@ -285,7 +284,7 @@ def _as_written_before(out: Path, *settings: str) -> None:
 
 def test_a_setting_added_since_the_sweep_started_resumes_at_its_default_only(tmp_path, capsys, no_ray,
                                                                              monkeypatch):
-    spec_path, out, _ = _state_with_rows(tmp_path, {b: "ok" for b in (1, 2, 3, 4)})
+    spec_path, out, _ = _state_with_rows(tmp_path, dict.fromkeys((1, 2, 3, 4), "ok"))
     _as_written_before(out, "measure.megacache_warm_start", "measure.gpu_util")
     monkeypatch.setattr(no_ray, "connect", lambda address: None)
     monkeypatch.setattr(no_ray, "resolve_device", lambda spec: "cpu")  # nothing left to run: no sweep starts

@@ -9,10 +9,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from sweeper.results.store import write_rows
-
-from conftest import REPO
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -130,7 +129,8 @@ def test_compare_judges_each_speedup_by_the_other_runs_reported_interval(tmp_pat
     _speedups(tmp_path / "before", {"default": 2.0, "reduce-overhead": 2.0})
     _speedups(tmp_path / "after", {"default": 2.06, "reduce-overhead": 2.2})
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "compare",
-                          str(tmp_path / "before"), str(tmp_path / "after")], capture_output=True, text=True, check=True)
+                          str(tmp_path / "before"), str(tmp_path / "after")], capture_output=True, text=True,
+                         check=True)
     lines = {line.split(" |")[0]: line for line in out.stdout.splitlines() if line.startswith("| m ")}
     assert "| 2.000 [1.920, 2.080] | 2.060 [1.978, 2.142] | yes / NO | +3.0% |" in lines["| m default bf16 infer 64"]
     assert "| NO / NO | +10.0% |" in lines["| m reduce-overhead bf16 infer 64"]

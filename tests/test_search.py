@@ -7,14 +7,13 @@ import math
 import sys
 
 import pytest
+from conftest import tiny_spec
 
 from sweeper.results.synthetic import make_rows
 from sweeper.run.search import PARAMS, STATUS_CODES, make_search, metrics_of, objective_values, params_of
 from sweeper.spec.schema import SpecError, parse_spec
 from sweeper.spec.search import SearchSpec
 from sweeper.spec.trials import expand
-
-from conftest import tiny_spec
 
 
 def _parse(**search):
@@ -38,7 +37,7 @@ def test_search_section_defaults_to_the_grid_and_leaves_the_spec_hash_alone():
     ({"algoritm": "random"}, "search.algoritm: unknown key (allowed: algorithm, objectives, max_trials, seed)"),
 ])
 def test_bad_search_sections_fail_in_one_line(search, message):
-    with pytest.raises(SpecError, match="^spec: ") as err:
+    with pytest.raises(SpecError, match=r"^spec: ") as err:
         _parse(**search)
     assert message in str(err.value) and "\n" not in str(err.value)
 

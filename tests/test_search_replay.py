@@ -8,12 +8,11 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-import search_replay as bench  # noqa: E402
-from replay_table import generated_table  # noqa: E402
+import search_replay as bench
+from replay_table import generated_table
 
 
 def test_hypervolume_of_hand_made_fronts():

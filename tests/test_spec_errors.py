@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 import yaml
+from conftest import REPO, tiny_spec, write_spec
 
 from sweeper.cli.app import main
 from sweeper.results.store import write_rows
-
-from conftest import REPO, tiny_spec, write_spec
 
 
 def _set(path: str, value: Any):
@@ -91,7 +90,8 @@ CASES: dict[str, tuple[Any, list[str]]] = {
     "name not a string": (_set("name", 123), ["name:", "string", "got 123"]),
     "factory not module:callable": (_set("models.0", {"name": "m", "factory": "faulty_models.make_ok"}),
                                     ["models.0.factory:", "'package.module:callable'"]),
-    "factory module missing": (_set("models.0", {"name": "m", "factory": "no_such_module_xyz:make", "input": TENSOR_INPUT}),
+    "factory module missing": (_set("models.0", {"name": "m", "factory": "no_such_module_xyz:make",
+                                                 "input": TENSOR_INPUT}),
                                ["models.m.factory: cannot import 'no_such_module_xyz'"]),
     "factory callable missing": (_set("models.0", {"name": "m", "factory": "faulty_models:make_nothing",
                                                    "input": TENSOR_INPUT}),
@@ -99,7 +99,8 @@ CASES: dict[str, tuple[Any, list[str]]] = {
     "input for a zoo model": (_set("models.0.input", TENSOR_INPUT), ["'input' is only for factory models"]),
     "tensor input without shape": (_set("models.0", {"name": "m", "factory": "faulty_models:make_ok",
                                                      "input": {"kind": "tensor"}}), ["kind 'tensor' needs 'shape'"]),
-    "unknown input kind": (_set("models.0", {"name": "m", "factory": "faulty_models:make_ok", "input": {"kind": "audio"}}),
+    "unknown input kind": (_set("models.0", {"name": "m", "factory": "faulty_models:make_ok",
+                                             "input": {"kind": "audio"}}),
                            ["models.0.input.kind:", "'image'", "'tokens'", "'tensor'", "'audio'"]),
     "kwargs not a mapping": (_set("models.0.kwargs", [1, 2]), ["models.0.kwargs:", "dictionary"]),
     "results_dir not a string": (_set("results_dir", 5), ["results_dir:", "string"]),

@@ -10,8 +10,7 @@ import torch
 
 from sweeper.measure.accuracy import compare, default_tolerance
 from sweeper.measure.memory import MemoryTracker
-from sweeper.measure.timing import (Arm, WindowStats, calibrate, fixed_window, run_interleaved,
-                                    run_windows)
+from sweeper.measure.timing import Arm, WindowStats, calibrate, fixed_window, run_interleaved, run_windows
 
 
 def test_window_stats_percentiles_and_throughput():

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import base64
 import gzip
-import sys
 import re
+import sys
 
 import pandas as pd
 import pytest
+from conftest import run_cli, tiny_spec, write_spec
 
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
-
-from conftest import run_cli, tiny_spec, write_spec
 
 SPEC = tiny_spec("traced", models=[{"name": "m", "factory": "faulty_models:make_ok",
                                      "input": {"kind": "tensor", "shape": [8]}}],

@@ -14,6 +14,7 @@ import time
 import pandas as pd
 import pytest
 import torch
+from conftest import tiny_spec
 from torch import nn
 
 from sweeper.analysis.drift import baseline_drift_pct
@@ -23,8 +24,6 @@ from sweeper.measure.timing import WindowStats, paired_interval
 from sweeper.run import cpus, isolate
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import Trial, expand
-
-from conftest import tiny_spec
 
 
 def _stats(per_iter_s: list[float], iters: int = 10) -> WindowStats:
@@ -42,7 +41,7 @@ def test_interval_holds_the_speedup_and_narrows_with_stable_windows():
     low, high = paired_interval(eager, compiled)
     point = statistics_ratio(eager, compiled)
     assert low <= point <= high
-    assert 1.9 < low and high < 2.8
+    assert low > 1.9 and high < 2.8
     steady = paired_interval(_stats([2.0] * 16), _stats([1.0] * 16))
     assert steady == pytest.approx((2.0, 2.0))
     assert (high - low) > 10 * (steady[1] - steady[0] + 1e-9)
@@ -119,7 +118,8 @@ def _compare_whole(ref: list[torch.Tensor], got: list[torch.Tensor]) -> tuple[fl
 
 def _pairs() -> list[tuple[list[torch.Tensor], list[torch.Tensor]]]:
     gen = torch.Generator().manual_seed(3)
-    ref = [torch.randn(1000, generator=gen, dtype=torch.float64), torch.randn(7, 13, generator=gen, dtype=torch.float64),
+    ref = [torch.randn(1000, generator=gen, dtype=torch.float64), torch.randn(7, 13, generator=gen,
+                                                                              dtype=torch.float64),
            torch.zeros(0, dtype=torch.float64), torch.randn(5, generator=gen, dtype=torch.float64)]
     near = [(r + 1e-3 * torch.randn(r.shape, generator=gen, dtype=torch.float64)).float() for r in ref]
     bf16 = [r.bfloat16() for r in ref]
@@ -308,7 +308,7 @@ def test_baseline_drift_compares_in_trial_eager_with_the_eager_trial_of_its_cont
 def test_new_columns_are_schema_columns(tmp_path):
     from sweeper.results.schema import COLUMN_NAMES
 
-    eager, compiled = _trial()
+    _eager, compiled = _trial()
     row = measure.run({"trial": compiled.to_dict(), "device": "cpu"}, tmp_path / "row.json")
     for key in ("speedup_ci_low", "speedup_ci_high", "host_busy_windows_pct", "cpu_affinity", "eager_err_vs_fp64",
                 "compiled_err_vs_fp64", "accuracy_reference", "mem_need_reserved_gib", "device_mem_used_gib",
@@ -335,15 +335,15 @@ def _context_rows(eager_spread_pct: float, in_trial_eager_items_s: float) -> pd.
         {**base, "mode": "eager", "throughput_items_s": 100.0, "eager_throughput_items_s": 100.0,
          "throughput_spread_pct": eager_spread_pct, "speedup_vs_eager": 1.0, "speedup_ci_low": 1.0,
          "speedup_ci_high": 1.0},
-        {**base, "mode": "reduce-overhead", "throughput_items_s": 300.0, "eager_throughput_items_s": in_trial_eager_items_s,
+        {**base, "mode": "reduce-overhead", "throughput_items_s": 300.0,
+         "eager_throughput_items_s": in_trial_eager_items_s,
          "speedup_vs_eager": 300.0 / in_trial_eager_items_s, "speedup_ci_low": 300.0 / in_trial_eager_items_s * 0.98,
          "speedup_ci_high": 300.0 / in_trial_eager_items_s * 1.02},
     ])
 
 
 def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eager_trial():
-    from sweeper.analysis.drift import (RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR, eager_trial_speedup,
-                                        reported_interval)
+    from sweeper.analysis.drift import RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR, eager_trial_speedup, reported_interval
     from sweeper.measure.timing import IN_TRIAL_FLOOR
 
     assert IN_TRIAL_FLOOR < RUN_TO_RUN_FLOOR < UNSTABLE_BASELINE_FLOOR
@@ -353,7 +353,8 @@ def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eage
     assert (low[0], high[0]) == (1.0, 1.0)  # the eager trial is its own baseline: no interval added
     unstable = _context_rows(eager_spread_pct=30.0, in_trial_eager_items_s=100.0)
     low, high = reported_interval(unstable)
-    assert (low[1], high[1]) == pytest.approx((3.0 * (1 - UNSTABLE_BASELINE_FLOOR), 3.0 * (1 + UNSTABLE_BASELINE_FLOOR)))
+    assert (low[1], high[1]) == pytest.approx((3.0 * (1 - UNSTABLE_BASELINE_FLOOR),
+                                               3.0 * (1 + UNSTABLE_BASELINE_FLOOR)))
     drifted = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=60.0)  # in-trial baseline slowed: 5x
     assert eager_trial_speedup(drifted)[1] == pytest.approx(3.0) and pd.isna(eager_trial_speedup(drifted)[0])
     low, high = reported_interval(drifted)

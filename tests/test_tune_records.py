@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import run_cli, tiny_spec, write_spec
 
 from sweeper.results.store import read_results
 from sweeper.run.search import PARAMS, STATUS_CODES
-
-from conftest import run_cli, tiny_spec, write_spec
 
 AXES = {"mode": ["eager", "default"], "dynamic": [False, True], "batch_size": [2], "seq_len": [16, 1024]}
 
@@ -160,7 +159,7 @@ def test_large_files_reach_the_results_directory_and_never_tune_records(ray_loca
     assert not [p for p in tune_files for s in slices if s in p.read_bytes()]
 
 
-@pytest.mark.parametrize("logs, kept", [(("json",), {"result", "params"}), ((), set())])
+@pytest.mark.parametrize(("logs", "kept"), [(("json",), {"result", "params"}), ((), set())])
 def test_tune_logs_keeps_only_the_records_asked_for(ray_local, tmp_path, logs, kept):
     """`--tune-logs json` keeps result.json and params.json, no CSV or TensorBoard events; `none`
     no per-trial record at all; the rows are whole either way."""
@@ -186,7 +185,7 @@ def test_tune_logs_keeps_only_the_records_asked_for(ray_local, tmp_path, logs, k
     assert records == kept
 
 
-@pytest.mark.parametrize("value, expected", [("all", ("json", "csv", "tensorboard")), ("none", ()),
+@pytest.mark.parametrize(("value", "expected"), [("all", ("json", "csv", "tensorboard")), ("none", ()),
                                              ("tensorboard, json", ("json", "tensorboard"))])
 def test_tune_logs_option_words(value, expected):
     from sweeper.run.options import tune_logs

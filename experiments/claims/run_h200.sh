@@ -4,7 +4,7 @@
 # One Ray head; the four sweeps of experiments/claims/ start together against it, so their trials
 # queue for the host's GPUs (one GPU and its own CPU slot per trial) and no GPU idles between
 # sweeps; then, with the GPUs idle, the sampling check (the same trial timed with and without the
-# NVML sampler); then the report and the README section from the rows.
+# NVML sampler); then the report and the docs/claims.md section from the rows.
 set -u
 out=${1:?usage: run_h200.sh OUT_DIR}
 mkdir -p "$out"

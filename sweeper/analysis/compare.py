@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import frames
-from sweeper.analysis import ranking
+from sweeper.analysis import frames, ranking
 
 METRICS: list[tuple[str, str, str]] = [
     # column, better direction, name in messages

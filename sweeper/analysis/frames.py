@@ -99,7 +99,7 @@ def _fill_speedup(df: pd.DataFrame) -> pd.Series:
     missing = np.isnan(speedup) & ~is_eager & (tp > 0)
     if missing.any() and eager.any():
         rel = df[missing | eager]
-        parts = [rel[c].map(str) for c in CONTEXT_KEYS + ["batch_size", "seq_len"]]
+        parts = [rel[c].map(str) for c in [*CONTEXT_KEYS, "batch_size", "seq_len"]]
         key = parts[0].str.cat(parts[1:], sep="|").to_numpy()
         rel_eager = eager[missing | eager]
         base = pd.Series(tp[eager]).groupby(key[rel_eager]).median()

@@ -249,7 +249,8 @@ def verdict(best: Candidate | None, best_compiled: Candidate | None) -> tuple[st
 def why_lost(loser: Candidate, best: Candidate, items: float | None) -> str:
     """Why the runner-up ranks below the choice, with a warning when the gap is inside the noise."""
     noise = max(loser.noise_pct, best.noise_pct)
-    tie = ("; a gap inside the measured noise (±" + fmt_num(noise) + "%), so a tie within measurement noise: re-measure before relying on it"
+    tie = ("; a gap inside the measured noise (±" + fmt_num(noise)
+           + "%), so a tie within measurement noise: re-measure before relying on it"
            if tied(loser.time_s, best.time_s, noise) else "")
     if items is not None and loser.workload_s is not None and best.workload_s is not None:
         extra = loser.workload_s - best.workload_s

@@ -26,9 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis import frames
+from sweeper.analysis import frames, ranking
 from sweeper.analysis.frames import fmt_num, is_missing
-from sweeper.analysis import ranking
 from sweeper.analysis.ranking import Candidate
 
 _FLAGS = {"phase": "--phase", "precision": "--precision", "device_name": "--device",

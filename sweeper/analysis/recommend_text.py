@@ -87,11 +87,11 @@ def render_table(recs: list[Recommendation]) -> str:
     body = [[r.context["model"], context_label(r.context) or "-", *_table_cells(r.best), r.verdict]
             for r in recs]
     widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(TABLE_HEADERS)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(TABLE_HEADERS, widths)).rstrip()]
-    out += ["  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip() for line in body]
+    out = ["  ".join(h.ljust(w) for h, w in zip(TABLE_HEADERS, widths, strict=True)).rstrip()]
+    out += ["  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() for line in body]
     notes = [f"{r.context['model']} ({context_label(r.context)}): {r.best.speedup_note}"
              for r in recs if r.best is not None and r.best.speedup_note]
-    return "\n".join(out + ([""] + notes if notes else []))
+    return "\n".join(out + (["", *notes] if notes else []))
 
 
 def _table_cells(c: Candidate | None) -> list[str]:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from sweeper import __version__, zoo
 from sweeper.results.schema import ResultsError
-from sweeper.spec.schema import SpecError, SweepSpec, load_spec
 from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError, SweepState
+from sweeper.spec.schema import SpecError, SweepSpec, load_spec
 from sweeper.spec.trials import Dropped, Trial, expand
 
 log = logging.getLogger("sweeper")
@@ -119,7 +119,6 @@ def _finish(args: argparse.Namespace, state: SweepState, trials: list[Trial], mi
     log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), took_s, state.results_path)
     if not args.no_report and state.rows:
         from sweeper.report.page import write_report
-
         from sweeper.results import traces
 
         out = state.dir / "report.html"
@@ -171,7 +170,8 @@ def baseline_check(df) -> str:
     for _, r in data[off].iterrows():
         at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
         lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
-                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial{at}: {r.get('drift_cause') or 'cause unknown'}")
+                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial{at}: "
+                     f"{r.get('drift_cause') or 'cause unknown'}")
     return "\n".join(lines)
 
 

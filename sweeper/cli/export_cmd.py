@@ -45,7 +45,8 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
 def cmd_export(args: argparse.Namespace) -> int:
     limits = Limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size, args.warm_start)
     try:
-        done = export(args.paths, args.model, args.output, limits, args.trial, phase=args.phase, precision=args.precision,
+        done = export(args.paths, args.model, args.output, limits, args.trial, phase=args.phase,
+                      precision=args.precision,
                       device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
     except (ExportError, RecommendError, ResultsError, OSError) as e:
         print(f"sweeper: error: {' '.join(str(e).split())}", file=sys.stderr)

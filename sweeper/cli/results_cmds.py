@@ -17,8 +17,8 @@ from typing import get_args
 from sweeper.analysis import drift, recommend_text
 from sweeper.analysis.recommend import Limits, RecommendError, recommend_all
 from sweeper.report.page import DEFAULT_TITLE, write_report
-from sweeper.results.schema import ResultsError
 from sweeper.results import traces
+from sweeper.results.schema import ResultsError
 from sweeper.results.store import find_result_files, read_results
 from sweeper.spec.sections import Phase, Precision
 
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                                 description="Build one self-contained HTML report (opens offline) "
                                 "from sweeper Parquet results: files or directories, several sweeps at once.")
     rep.add_argument("paths", nargs="+", metavar="PATH", help="results .parquet files or directories")
-    rep.add_argument("-o", "--output", default="report.html", type=Path, help="HTML file to write (default: %(default)s)")
+    rep.add_argument("-o", "--output", default="report.html", type=Path, help="HTML file (default: %(default)s)")
     rep.add_argument("--compare", nargs="+", metavar="PATH", help="base results to compare against (regressions)")
     rep.add_argument("--title", default=DEFAULT_TITLE, help="page title")
     rep.set_defaults(func=cmd_report)

@@ -36,7 +36,11 @@ class Exported:
     artifact_bytes: int
 
 
-def export(paths: list[str], model: str, out_dir: Path, limits: Limits = Limits(), trial_id: str | None = None,
+NO_LIMITS = Limits()
+"""No memory or compile-time limit (Limits is frozen: one shared default)."""
+
+
+def export(paths: list[str], model: str, out_dir: Path, limits: Limits = NO_LIMITS, trial_id: str | None = None,
            **filters: Any) -> Exported:
     """Write the export of `model`'s recommended setting (one context), or of the trial `trial_id`
     of `model`, to `out_dir`."""
@@ -90,7 +94,8 @@ def _artifact(paths: list[str], row: dict[str, Any]) -> Path:
         if found.is_file():
             return found
     raise ExportError(f"trial {row['trial_id']}: its artifact {name} is not beside the results read "
-                      f"({', '.join(map(str, paths))}); copy the results directory with its {Path(name).parent}/ folder")
+                      f"({', '.join(map(str, paths))}); "
+                      f"copy the results directory with its {Path(name).parent}/ folder")
 
 
 def compile_kwargs(row: dict[str, Any]) -> dict[str, Any]:

@@ -130,7 +130,7 @@ def fp64_reference(model: nn.Module, batch: Batch, device: torch.device, capture
             notes.append(f"float64 on {where.type} failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
             log.warning("accuracy reference: %s", notes[-1])
         finally:
-            model64 = None  # noqa: F841 - drop the copy before trying the next place
+            model64 = None
             if where.type == "cuda":
                 torch.cuda.empty_cache()
     return Reference([], EAGER_ONLY, "; ".join(notes) or None)

@@ -84,7 +84,8 @@ class _GuardWatch:
         if self.first is None:
             import traceback
 
-            frames = [f for f in traceback.extract_stack()[:-1] if f"{os.sep}torch{os.sep}cuda{os.sep}" not in f.filename]
+            cuda_dir = f"{os.sep}torch{os.sep}cuda{os.sep}"
+            frames = [f for f in traceback.extract_stack()[:-1] if cuda_dir not in f.filename]
             self.first = " <- ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in reversed(frames[-4:]))
         return self._original()
 
@@ -175,7 +176,7 @@ def _child(request: dict[str, Any]) -> None:
         from sweeper.measure.process import main
 
         code = main(request["argv"])
-    except BaseException:  # noqa: BLE001 - whatever happens, the row file and the exit code tell it
+    except BaseException:
         import traceback
 
         traceback.print_exc()

@@ -67,10 +67,11 @@ class Matched:
                                "host_wait_s": self.waited_s}
         for k, prefix in enumerate(prefixes):
             row[f"{prefix}witness_ms"] = witness.median_or_none(self.headline(k).witness_ms)
+        arms = list(zip(prefixes, self.arms, strict=True))
         row["windows_json"] = json.dumps({
             "ref_ms": round(self.ref_ms, 4),
-            **{f"{p or 'compiled_'}s_per_iter": [round(x, 9) for x in a.per_iter_s] for p, a in zip(prefixes, self.arms)},
-            **{f"{p or 'compiled_'}witness_ms": [round(x, 4) for x in a.witness_ms] for p, a in zip(prefixes, self.arms)},
+            **{f"{p or 'compiled_'}s_per_iter": [round(x, 9) for x in a.per_iter_s] for p, a in arms},
+            **{f"{p or 'compiled_'}witness_ms": [round(x, 4) for x in a.witness_ms] for p, a in arms},
         })
         return row
 

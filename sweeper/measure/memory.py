@@ -90,10 +90,8 @@ def cap_memory(device: torch.device, cap_gib: float) -> None:
 
 
 def _reset_rss_hwm() -> None:
-    try:  # Linux: writing 5 resets the peak resident set size (VmHWM)
+    with contextlib.suppress(OSError):  # Linux: writing 5 resets the peak resident set size (VmHWM)
         Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
 
 
 def _rss_hwm_bytes() -> int:

@@ -21,8 +21,7 @@ from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compiling
 from sweeper.measure.regions import compile_scope
-from sweeper.measure.timing import (Arm, WindowStats, calibrate, run_windows, speedup_interval,
-                                    timed_call)
+from sweeper.measure.timing import Arm, WindowStats, calibrate, run_windows, speedup_interval, timed_call
 from sweeper.measure.workbench import Workbench
 
 log = logging.getLogger(__name__)
@@ -135,7 +134,7 @@ def measure_eager(ctx: Context) -> WindowStats:
         iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
         arm, watch = ctx.arm(wb.model, iters)
         matched = matching.run_matched([arm], ctx.feed.windows, _wait_s(wb, "eager"))
-    except Exception as e:  # noqa: BLE001 - any failure becomes this trial's status
+    except Exception as e:
         raise classify(e, "run") from e
     stats = matched.headline(0)
     ctx.row.update(_timing_row(ctx, "eager_", stats), **watch.util.as_row("eager_"), eager_peak_mem_gib=mem.peak_gib())
@@ -199,13 +198,13 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
             with compiling():
                 try:
                     verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem, ctx.need)
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     raise classify(e, "compile") from e
             row.update(verdict.as_row())
             ctx.emit(row)
             try:
                 stats, eager, steady_peak = _steady_vs_eager(ctx, compiled, eager.iters_per_window, mem)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 raise classify(e, "run") from e
     finally:
         row.update(health.as_row(), fell_back_to_eager=health.recompile_limit_hit)
@@ -258,7 +257,7 @@ def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None
     with compiling(), gpu_lock.compiling(wb.trial.mode):
         try:
             first, _ = timed_call(lambda: wb.first(compiled), wb.device)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             raise classify(e, "compile") from e
     if steady_step_s is None:
         m = wb.trial.measure

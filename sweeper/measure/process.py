@@ -69,7 +69,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
             row["error"] = _inaccurate_text(row)
     except TrialFailed as f:
         row.update(status=f.status, error=f.error)
-    except Exception as e:  # noqa: BLE001 - building the model or its inputs failed
+    except Exception as e:
         failed = classify(e, "run")
         row.update(status=failed.status, error=failed.error)
     row.update(_shared_gpu_row(), finished_at=datetime.now(UTC).isoformat())

@@ -7,6 +7,7 @@ clock is read after every iteration.
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 
 from sweeper.measure import witness
+
 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
@@ -156,7 +158,7 @@ def run_interleaved(arms: list[Arm], windows: int,
             iter_s[k].extend(laps)
             window_s[k].append(sum(laps))
     readings.append(witness.probe_ms())
-    around = [max(a, b) for a, b in zip(readings, readings[1:])]  # a window's: the slower of its two
+    around = [max(a, b) for a, b in itertools.pairwise(readings)]  # a window's: the slower of its two
     return [WindowStats(w, i, arm.iters, around[k::len(arms)])
             for k, (w, i, arm) in enumerate(zip(window_s, iter_s, arms, strict=True))]
 

@@ -13,10 +13,19 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis import ranking
-from sweeper.analysis import frames
-from sweeper.report.figures import (DYNAMIC_SYMBOLS, Figure, _axis, _layout, esc, hover_text, key_traces,
-                                    mode_colour, mode_order, ratio_colour)
+from sweeper.analysis import frames, ranking
+from sweeper.report.figures import (
+    DYNAMIC_SYMBOLS,
+    Figure,
+    _axis,
+    _layout,
+    esc,
+    hover_text,
+    key_traces,
+    mode_colour,
+    mode_order,
+    ratio_colour,
+)
 
 AXES: list[tuple[str, str, str, str]] = [
     # key, axis title, column, better direction ("" = no front on this axis)
@@ -97,7 +106,7 @@ def parcoords(ctx: pd.DataFrame, title: str) -> Figure | None:
              "labelangle": 0, "labelfont": {"size": 12}}
     # the first axis's category labels are drawn left of it: room for "reduce-overhead"
     layout = _layout(title, 420, margin={"l": 110, "r": 70, "t": 80, "b": 30})
-    return {"kind": "parcoords", "lazy": True, "title": title, "expected": int(len(d)), "data": [trace],
+    return {"kind": "parcoords", "lazy": True, "title": title, "expected": len(d), "data": [trace],
             "layout": layout}
 
 
@@ -138,7 +147,7 @@ def pareto_scatter(ctx: pd.DataFrame, front: pd.Series, title: str, choice: str 
     groups = data.groupby(["mode", "dynamic_label", "_backend"], sort=False)
     order = sorted(groups.groups, key=lambda k: (mode_order(k[0]), k[1], k[2]))
     parts = [groups.get_group(k) for k in order]
-    traces = [_scatter_trace(d, *k, modes, top_s) for d, k in zip(parts, order)]
+    traces = [_scatter_trace(d, *k, modes, top_s) for d, k in zip(parts, order, strict=True)]
     picked = data[data["trial_id"].eq(choice)] if choice else data.iloc[0:0]
     tied = data[data["trial_id"].isin(ties)]
     parts += [picked, tied]
@@ -148,7 +157,7 @@ def pareto_scatter(ctx: pd.DataFrame, front: pd.Series, title: str, choice: str 
                 "hoverinfo": "skip", "line": {"color": "#111827", "width": 1.5, "dash": "dot"}, "showlegend": True,
                 "legend": "legend2"}]
     columns = [axis_columns(d) for d in parts]
-    for t, c in zip(traces, columns):
+    for t, c in zip(traces, columns, strict=False):
         t.update(x=c[DEFAULT_X], y=c[DEFAULT_Y])
         t["error_y"] = {"type": "data", "symmetric": False, "array": c["throughput_plus"],
                         "arrayminus": c["throughput_minus"], "thickness": 1, "width": 0, "color": "#9ca3af"}
@@ -158,9 +167,9 @@ def pareto_scatter(ctx: pd.DataFrame, front: pd.Series, title: str, choice: str 
                              "groupclick": "togglegroup"},
                      legend2={"title": {"text": "<b>Symbol = dynamic</b>"}, "x": 1.02, "y": 0.52,
                               "yanchor": "top", "itemclick": False, "itemdoubleclick": False},
-                     xaxis=_axis(dict((k, t) for k, t, _, _ in AXES)[DEFAULT_X], data["run_peak_mem_gib"]),
+                     xaxis=_axis({k: t for k, t, _, _ in AXES}[DEFAULT_X], data["run_peak_mem_gib"]),
                      yaxis=_axis("Throughput (items/s)", data["throughput_items_s"]))
-    return {"kind": "scatter", "title": title, "expected": int(len(data)), "data": traces, "layout": layout,
+    return {"kind": "scatter", "title": title, "expected": len(data), "data": traces, "layout": layout,
             "explore": {"axes": axis_menu(), "x": DEFAULT_X, "y": DEFAULT_Y,
                         "columns": columns, "n_data": len(order)}}
 

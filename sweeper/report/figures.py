@@ -101,7 +101,8 @@ def hover_text(df: pd.DataFrame) -> list[str]:
                  f"throughput {fmt_num(r.throughput_items_s)} items/s · speedup {fmt_num(r.speedup_vs_eager)}×"
                  + ("" if r.is_eager else f" ({fmt_num(r.speedup_low)}-{fmt_num(r.speedup_high)}, {r.standing})"),
                  f"peak memory {fmt_num(r.run_peak_mem_gib)} GiB whole run · {fmt_num(r.peak_mem_gib)} steady"
-                 + (f" · needs {fmt_num(r.need_mem_gib)} reserved" if pd.notna(getattr(r, "need_mem_gib", None)) else "")]
+                 + (f" · needs {fmt_num(r.need_mem_gib)} reserved"
+                    if pd.notna(getattr(r, "need_mem_gib", None)) else "")]
         if not r.is_eager:
             warm = f" · warm {fmt_num(r.warm_compile_s)} s" if r.warm_compile_s >= 0 else ""
             lines += [f"compile {fmt_num(r.compile_cost_s)} s cold{warm}",
@@ -152,7 +153,7 @@ def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
     text = [[""] * len(batches) for _ in modes]
     hover = [[""] * len(batches) for _ in modes]
     colour, scale = ratio_colour(best["speedup_vs_eager"].astype(float).tolist())
-    for (_, r), c in zip(best.iterrows(), colour):
+    for (_, r), c in zip(best.iterrows(), colour, strict=True):
         i, j = modes.index(r["mode"]), batches.index(r["batch_size"])
         z[i][j], text[i][j] = c, f"{r['speedup_vs_eager']:.2f}×"
         hover[i][j] = f"{esc(r['mode'])}, batch {fmt_num(r['batch_size'])}: {r['speedup_vs_eager']:.2f}× eager" \
@@ -164,7 +165,7 @@ def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
     layout = _layout(title, 170 + 46 * len(modes), margin={"l": 60, "r": 20, "t": 50, "b": 60},
                      xaxis=_axis("Batch size (items)", type="category"),
                      yaxis=_axis("", automargin=True, type="category"))
-    return {"kind": "heatmap", "title": title, "expected": int(len(best)), "data": [trace], "layout": layout}
+    return {"kind": "heatmap", "title": title, "expected": len(best), "data": [trace], "layout": layout}
 
 
 def compile_bars(ctx: pd.DataFrame, title: str) -> Figure | None:
@@ -205,7 +206,7 @@ def overview_bars(summary: pd.DataFrame) -> Figure | None:
     colours = [_VERDICT_COLOURS.get(css, "#9ca3af") for css in data["verdict_css"]]
     labels = [esc(x) for x in data["label"]]
     text = [f"{lab}<br>choice: {esc(s)}<br>{v:.2f}× eager<br>{esc(verdict)}" for lab, s, v, verdict in
-            zip(labels, data["best_setting"], data["best_speedup"], data["verdict"])]
+            zip(labels, data["best_setting"], data["best_speedup"], data["verdict"], strict=True)]
     speed = data["best_speedup"].astype(float)
     trace = {"type": "bar", "orientation": "h", "y": labels, "x": _clean(speed),
              "text": [f"{v:.2f}×" for v in speed], "textposition": "inside", "insidetextanchor": "start",
@@ -219,7 +220,7 @@ def overview_bars(summary: pd.DataFrame) -> Figure | None:
                      yaxis=_axis("", automargin=True, type="category"),
                      shapes=[{"type": "line", "x0": 1, "x1": 1, "yref": "paper", "y0": 0, "y1": 1,
                               "line": {"color": "#111827", "width": 1.5, "dash": "dot"}}])
-    return {"kind": "bar", "title": "overview", "expected": int(len(data)), "data": [trace], "layout": layout}
+    return {"kind": "bar", "title": "overview", "expected": len(data), "data": [trace], "layout": layout}
 
 
 _VERDICT_COLOURS = {"v-win": "#15803d", "v-lose": "#c2410c", "v-even": "#9ca3af"}

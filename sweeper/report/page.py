@@ -11,26 +11,23 @@ from __future__ import annotations
 import json
 import logging
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from sweeper.report import assets, explore
+from sweeper.analysis import drift, frames, ranking
+from sweeper.analysis.compare import compare_runs
+from sweeper.analysis.pareto import pareto_front
+from sweeper.analysis.recommend import recommend_context
+from sweeper.report import assets, explore, tables
 from sweeper.report import figures as figs
 from sweeper.report import streams as report_streams
-from sweeper.report import tables
-from sweeper.analysis import frames
-from sweeper.analysis import drift
-from sweeper.analysis import ranking
-from sweeper.analysis.compare import compare_runs
-from sweeper.analysis.recommend import recommend_context
-from sweeper.analysis.pareto import pareto_front
-from sweeper.results.files import atomic_write_bytes
 from sweeper.report.scope import scope_block
 from sweeper.report.tables import esc
+from sweeper.results.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +123,7 @@ def context_summary(data: pd.DataFrame) -> pd.DataFrame:
     out = []
     ordered = data.sort_values(ranking.CONTEXT, na_position="last")
     for i, (key, ctx) in enumerate(ordered.groupby(ranking.CONTEXT, dropna=False, sort=False)):
-        out.append({**dict(zip(ranking.CONTEXT, key)), **_choice(ctx), "n": len(ctx),
+        out.append({**dict(zip(ranking.CONTEXT, key, strict=True)), **_choice(ctx), "n": len(ctx),
                     "n_ok": int(ctx["status"].eq("ok").sum()), "ctx_id": f"c{i}"})
     summary = pd.DataFrame(out)
     if summary.empty:
@@ -181,7 +178,7 @@ def _header(data: pd.DataFrame, title: str) -> str:
         vals = sorted(str(v) for v in data[col].dropna().unique())
         return ", ".join(vals[:6]) + (f" (+{len(vals) - 6} more)" if len(vals) > 6 else "") or "unknown"
     n_ok = int(data["status"].eq("ok").sum())
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (f'<header class="top"><h1>{esc(title)}</h1><p class="sub">{len(data):,} trials '
             f"({n_ok:,} ok, {len(data) - n_ok:,} failed) from {data['sweep_id'].nunique():,} sweep(s) · "
             f"devices: {esc(listing('device_name'))} · torch {esc(listing('torch_version'))} · "
@@ -247,7 +244,7 @@ def _model_section(model: str, data: pd.DataFrame, by_context: dict[tuple, Any],
 
 
 def _same_key(a: tuple, b: tuple) -> bool:
-    return all((pd.isna(x) and pd.isna(y)) if pd.isna(x) or pd.isna(y) else x == y for x, y in zip(a, b))
+    return all((pd.isna(x) and pd.isna(y)) if pd.isna(x) or pd.isna(y) else x == y for x, y in zip(a, b, strict=True))
 
 
 def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:

@@ -50,7 +50,7 @@ def compile_vs_throughput(d: pd.DataFrame, title: str) -> Figure:
                        "marker": {"size": 11, "color": SCOPE_COLOURS.get(str(scope), "#6b7280")}})
     layout = _layout(title, 380, xaxis=_axis("cold compile (s)", d["compile_s"]),
                      yaxis=_axis("throughput (items/s)", d["throughput_items_s"]))
-    return {"kind": "scatter", "title": title, "expected": int(len(d)), "data": traces, "layout": layout}
+    return {"kind": "scatter", "title": title, "expected": len(d), "data": traces, "layout": layout}
 
 
 def _saved_pct(row: pd.Series, suffix: str) -> float:

@@ -12,12 +12,12 @@ from collections.abc import Callable
 import pandas as pd
 
 from sweeper.analysis import frames
+from sweeper.analysis.frames import fmt_num
 from sweeper.analysis.ranking import Candidate
 from sweeper.analysis.recommend import Limits, recommend_context
 from sweeper.report.figures import Figure, _axis, _clean, _layout, accuracy_label, esc
 from sweeper.report.tables import esc as hesc
 from sweeper.report.tables import table, td, td_num
-from sweeper.analysis.frames import fmt_num
 
 STREAM_SYMBOLS = {"eager": "triangle-up", "None": "circle", "True": "square", "False": "diamond"}
 _POLICY_COLOURS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be185d", "#854d0e", "#4d7c0f"]
@@ -82,7 +82,7 @@ def recompiles_scatter(df: pd.DataFrame, title: str) -> Figure | None:
     layout = _layout(title, 400, legend={"title": {"text": "<b>Colour = bucketing</b>"}},
                      xaxis=_axis("Graphs compiled over the stream (0 = eager)", range=[-0.6, top + 0.6]),
                      yaxis=_axis(f"Steady throughput ({unit})"))
-    return {"kind": "scatter", "title": title, "expected": int(len(shown)), "data": traces, "layout": layout}
+    return {"kind": "scatter", "title": title, "expected": len(shown), "data": traces, "layout": layout}
 
 
 def stream_time_bars(df: pd.DataFrame, title: str) -> Figure | None:
@@ -109,7 +109,7 @@ def stream_time_bars(df: pd.DataFrame, title: str) -> Figure | None:
     layout = _layout(title, 400, barmode="group", bargap=0.2,
                      xaxis=_axis("Bucketing policy · padding waste", type="category"),
                      yaxis=_axis("Stream seconds, compiles included", rangemode="tozero"))
-    return {"kind": "bar", "title": title, "expected": int(len(shown)), "data": traces, "layout": layout}
+    return {"kind": "bar", "title": title, "expected": len(shown), "data": traces, "layout": layout}
 
 
 def stream_table(df: pd.DataFrame) -> str:

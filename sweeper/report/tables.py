@@ -11,9 +11,8 @@ from collections.abc import Iterable, Sequence
 
 import pandas as pd
 
-from sweeper.analysis import frames
+from sweeper.analysis import frames, ranking
 from sweeper.analysis.frames import fmt_num, is_missing
-from sweeper.analysis import ranking
 from sweeper.report.figures import accuracy_label
 
 MAX_ERROR_CHARS = 600
@@ -57,7 +56,8 @@ def table(headers: Sequence[str], body_rows: Iterable[str], sortable: bool = Tru
                    for h in headers)
     more = ""
     if len(body) > MAX_TABLE_ROWS:
-        more = f'<p class="note">Showing the first {MAX_TABLE_ROWS:,} of {len(body):,} rows; the Parquet files hold all.</p>'
+        more = (f'<p class="note">Showing the first {MAX_TABLE_ROWS:,} of {len(body):,} rows; '
+                'the Parquet files hold all.</p>')
         body = body[:MAX_TABLE_ROWS]
     cap = f'<p class="note">{caption}</p>' if caption else ""
     wrap = ' class="tablewrap scroll"' if len(body) > 14 else ' class="tablewrap"'
@@ -132,7 +132,8 @@ def comparison_table(cmp: pd.DataFrame) -> str:
             for m in ("throughput_items_s", "compile_s", "peak_mem_gib"))
         body.append("<tr>" + verdict_cell(r["verdict"], css.get(r["verdict"], "v-even")) + td(r["model"])
                     + td(frames.setting_label(r.rename({"dynamic": "dynamic_label"})))
-                    + td(" · ".join(str(r[k]) for k in ("phase", "precision") if r[k])) + pairs + f'<td class="wrap">{esc(r["changes"])}</td>' + "</tr>")
+                    + td(" · ".join(str(r[k]) for k in ("phase", "precision") if r[k])) + pairs
+                    + f'<td class="wrap">{esc(r["changes"])}</td>' + "</tr>")
     return table(headers, body)
 
 

@@ -3,7 +3,7 @@ mode column, and `check_row`, which refuses a row that breaks the contract.
 
 No pandas, no pyarrow: the measuring process checks its rows with this module. Column kinds
 are Python-level ('str', 'float', 'int', 'bool', 'timestamp'); `results.store` maps them to
-Arrow types. `python -m sweeper.results.schema` prints the README's schema table.
+Arrow types. `python -m sweeper.results.schema` prints the schema table of docs/results-schema.md.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ TIMESTAMP: Kind = "timestamp"
 
 ARROW_TYPE_NAMES: dict[Kind, str] = {STR: "string", FLOAT: "double", INT: "int64", BOOL: "bool",
                                      TIMESTAMP: "timestamp[us, tz=UTC]"}
-"""The Arrow type of each kind as Arrow writes it (the README's table; results.store builds them)."""
+"""The Arrow type of each kind as Arrow writes it (the schema page's table; results.store builds them)."""
 
 
 @dataclass(frozen=True)
@@ -247,7 +247,7 @@ def normalize_row(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def schema_markdown() -> str:
-    """The README's schema table, generated so that the docs cannot drift from the code."""
+    """The schema table of docs/results-schema.md, generated so that the docs cannot drift from the code."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
     lines += [f"| `{c.name}` | {c.arrow_type_name} | {c.doc.replace('|', '/')} |" for c in COLUMNS]
     return "\n".join(lines)

@@ -23,8 +23,18 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sweeper.results.files import atomic_write_bytes
-from sweeper.results.schema import (BOOL, COLUMNS, COLUMN_NAMES, FLOAT, INT, STR, TIMESTAMP, Kind,
-                                    ResultsError, normalize_row)
+from sweeper.results.schema import (
+    BOOL,
+    COLUMN_NAMES,
+    COLUMNS,
+    FLOAT,
+    INT,
+    STR,
+    TIMESTAMP,
+    Kind,
+    ResultsError,
+    normalize_row,
+)
 
 log = logging.getLogger(__name__)
 

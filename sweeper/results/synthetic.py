@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -81,7 +81,7 @@ def _row(rng: np.random.Generator, sweep_id: str, model: str, phase: str, precis
     status = _status(rng, mem, compiled)
     ok = status == "ok"
     accurate = bool(rng.random() > 0.03) if compiled and ok else None
-    start = datetime(2025, 1, 1, tzinfo=timezone.utc) + timedelta(minutes=int(rng.integers(0, 10_000)))
+    start = datetime(2025, 1, 1, tzinfo=UTC) + timedelta(minutes=int(rng.integers(0, 10_000)))
     return {
         "sweep_id": sweep_id, "trial_id": _trial_id(config, sweep_id), "sweep_name": "synthetic",
         **config, "task": task, "backend": "inductor" if compiled else None,

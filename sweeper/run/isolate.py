@@ -106,10 +106,8 @@ def _kill_group(pid: int, alive: bool) -> None:
     if alive:
         with contextlib.suppress(psutil.Error):
             strays = psutil.Process(pid).children(recursive=True)
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     for child in strays:
         with contextlib.suppress(psutil.Error):
             child.kill()

@@ -17,9 +17,9 @@ import logging
 import os
 import signal
 import threading
-from datetime import UTC, datetime
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +31,19 @@ os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")  # with verbose=0: no Tune tabl
 os.environ.setdefault("TUNE_DISABLE_SIGINT_HANDLER", "1")
 os.environ["TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"] = "1"  # Tune's own records are the ones --tune-logs names
 
-import ray  # noqa: E402
-from ray import tune  # noqa: E402
-from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
+import ray
+from ray import tune
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from sweeper.run import artifacts, search  # noqa: E402
-from sweeper.run.address import check_client, probe  # noqa: E402
-from sweeper.run.cpus import cpus_per_trial  # noqa: E402
-from sweeper.run.isolate import trial_payloads  # noqa: E402
-from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, storage_uri  # noqa: E402,F401
-from sweeper.run.options import import_tensorboardx_without_torch  # noqa: E402
-from sweeper.run.progress import Progress, kind  # noqa: E402
-from sweeper.run.state import SweepError, SweepState  # noqa: E402
-from sweeper.spec.schema import SweepSpec  # noqa: E402
-from sweeper.spec.trials import Trial  # noqa: E402
+from sweeper.run import artifacts, search
+from sweeper.run.address import check_client, probe
+from sweeper.run.cpus import cpus_per_trial
+from sweeper.run.isolate import trial_payloads
+from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, import_tensorboardx_without_torch, storage_uri
+from sweeper.run.progress import Progress, kind
+from sweeper.run.state import SweepError, SweepState
+from sweeper.spec.schema import SweepSpec
+from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)
 CONNECT_S = 25.0

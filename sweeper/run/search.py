@@ -161,7 +161,7 @@ class OptunaStrategy:
         if values is None:
             self.search.on_trial_complete(ask, None, error=True)
         else:
-            self.search.on_trial_complete(ask, dict(zip(self.objectives, values)))
+            self.search.on_trial_complete(ask, dict(zip(self.objectives, values, strict=True)))
         self.search._completed_trials.discard(ask)  # asks are never reused; keep the set small
 
 

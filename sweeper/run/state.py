@@ -19,8 +19,16 @@ from typing import Any
 from sweeper import __version__, envinfo
 from sweeper.results.files import write_json
 from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
-from sweeper.results.store import (MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, compact, next_part_seq, part_files,
-                                   read_results, write_part)
+from sweeper.results.store import (
+    MANIFEST_FILE,
+    PARTS_DIR,
+    RESULTS_FILE,
+    compact,
+    next_part_seq,
+    part_files,
+    read_results,
+    write_part,
+)
 from sweeper.run import artifacts
 from sweeper.run.owner import DirectoryInUse, Ownership, check_not_owned, claim
 from sweeper.spec.schema import SweepSpec
@@ -166,7 +174,8 @@ class SweepState:
         return [t for t in trials if t.trial_id not in keep]
 
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
-        """Record one finished trial durably (and any large file still inside it); a rerun replaces the trial's previous row."""
+        """Record one finished trial durably (and any large file still inside it); a rerun replaces the
+        trial's previous row."""
         artifacts.keep(self.dir, trial.trial_id, measured)
         row = make_row(self.sweep_id, self.spec.name, trial, measured)
         self.save_manifest()

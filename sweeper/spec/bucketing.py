@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+
 @dataclass(frozen=True)
 class Policy:
     kind: str

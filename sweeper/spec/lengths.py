@@ -47,7 +47,7 @@ def _read_table_column(path: Path, column: str | None) -> list[Any]:
 
     try:
         table = pcsv.read_csv(path) if path.suffix == ".csv" else pq.read_table(path)
-    except Exception as e:  # noqa: BLE001 - any reader failure names the file
+    except Exception as e:
         raise WorkloadError(f"{path}: cannot read ({str(e).splitlines()[0]})") from None
     names = table.column_names
     if column is None:
@@ -95,7 +95,7 @@ def text_lengths(path: str | Path, tokenizer_dir: str | None = None) -> np.ndarr
 
     try:
         tok = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-    except Exception as e:  # noqa: BLE001 - a broken tokenizer directory is the user's to fix
+    except Exception as e:
         raise WorkloadError(f"tokenizer {tokenizer_dir}: cannot load ({type(e).__name__}: "
                             f"{str(e).splitlines()[0] if str(e) else ''})") from None
     ids = tok(lines, add_special_tokens=True, verbose=False)["input_ids"]

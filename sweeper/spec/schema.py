@@ -17,11 +17,9 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from sweeper.spec.base import Strict
-from sweeper.spec.sections import (Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources,
-                                   check_name)
 from sweeper.spec.search import SearchSpec
+from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources, check_name
 from sweeper.spec.workload import WorkloadSpec
-
 
 __all__ = ["InputSpec", "Phase", "Precision", "SpecError", "SweepSpec", "load_spec", "parse_spec"]
 """InputSpec, Phase and Precision live in spec.sections; the CLI and the workbench still import them
@@ -33,12 +31,20 @@ class SpecError(ValueError):
 
 
 class SweepSpec(Strict):
+    """A sweep: its models, the grid of settings, how each trial is measured and what it gets."""
+
     name: str
+    """The sweep's name (letters, digits, '_', '.', '-'): its results directory and its label."""
     description: str = ""
+    """Free text kept with the sweep; changes no trial."""
     models: list[ModelSpec]
+    """The models to measure, each with a name of its own (at least one)."""
     axes: Axes = Field(default_factory=Axes)
+    """The grid of settings: every combination is one trial."""
     measure: MeasureSpec = Field(default_factory=MeasureSpec)
+    """How each trial is measured."""
     resources: Resources = Field(default_factory=Resources)
+    """What each trial gets of the cluster, and how many run at once."""
     workloads: dict[str, WorkloadSpec] = Field(default_factory=dict)
     """Named input streams; each applies to every model of its task instead of the fixed seq_len grid."""
     results_dir: str | None = None
@@ -117,9 +123,8 @@ def _format_error(err: ValidationError) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = f"unknown key (allowed: {', '.join(_allowed_keys(e['loc']))})"
-        elif e["type"] == "literal_error":
-            msg = f"{msg} (got {e['input']!r})"
-        elif e["type"] in ("greater_than", "greater_than_equal", "less_than_equal", "int_parsing",
+        elif e["type"] == "literal_error" or e["type"] in ("greater_than", "greater_than_equal", "less_than_equal",
+                                                           "int_parsing",
                            "int_type", "float_parsing", "bool_parsing", "list_type", "string_type",
                            "model_type", "dict_type"):
             msg = f"{msg} (got {e['input']!r})"
@@ -168,7 +173,7 @@ def check_factory(path: str, source: str) -> None:
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except Exception as e:  # noqa: BLE001 - any import failure is the user's to fix
+    except Exception as e:
         raise SpecError(f"{source}: cannot import {module_name!r}: {type(e).__name__}: {e}") from None
     if not callable(getattr(module, attr, None)):
         raise SpecError(f"{source}: module {module_name!r} has no callable {attr!r}")
@@ -210,7 +215,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not p.is_file():
         raise SpecError(f"{p}: no such spec file")
     try:
-        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader
+        data = yaml.load(p.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as e:
         raise SpecError(f"{p}: invalid YAML{_yaml_error_text(e)}") from None
     except UnicodeDecodeError:

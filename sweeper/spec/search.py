@@ -23,12 +23,14 @@ class SearchSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     algorithm: Literal["grid", "optuna", "random"] = "grid"
+    """grid: every trial; optuna: OptunaSearch (the search extra); random: a seeded random order."""
     objectives: dict[Metric, Direction] = Field(
         default_factory=lambda: {"throughput_items_s": "max", "compile_s": "min", "peak_mem_gib": "min"})
     """Row metric -> max or min; a search looks for their Pareto front."""
     max_trials: Annotated[int, Field(gt=0)] | None = None
     """Compiled settings a search measures (eager baselines come on top); needed by optuna and random."""
     seed: int = 0
+    """Seeds the search's choices (optuna's sampler, random's order)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> SearchSpec:

@@ -37,9 +37,13 @@ class InputSpec(Strict):
     kind: Literal["image", "tokens", "tensor"]
     """image: (B, channels, size, size) floats; tokens: (B, seq_len) ids; tensor: (B, *shape) floats."""
     channels: PositiveInt = 3
+    """Image channels (kind image)."""
     size: PositiveInt = 224
+    """Image height and width in pixels (kind image)."""
     vocab_size: PositiveInt = 30522
+    """Token ids are drawn below this (kind tokens)."""
     shape: list[PositiveInt] = Field(default_factory=list)
+    """One item's shape without the batch dimension (kind tensor, required there)."""
     num_classes: PositiveInt | None = None
     """Classes for the training loss (cross-entropy on random labels); None: mean-square loss."""
 
@@ -120,12 +124,15 @@ class Axes(Strict):
     """The grid: every combination becomes one trial (impossible ones are dropped, with a reason)."""
 
     mode: list[Mode] = Field(default_factory=lambda: ["eager", "default"])
+    """eager (the baseline), or a torch.compile mode."""
     dynamic: list[bool | None] = Field(default_factory=lambda: [None])
     """torch.compile(dynamic=...): null is automatic dynamic (recompile once as dynamic)."""
     batch_size: list[PositiveInt] = Field(default_factory=lambda: [8])
+    """Items (images, sequences) per batch."""
     seq_len: list[PositiveInt] = Field(default_factory=lambda: [128])
     """Sequence length for NLP models (tokens); ignored for vision models."""
     phase: list[Phase] = Field(default_factory=lambda: ["infer"])
+    """infer (eval, no_grad) or train (forward, backward and an AdamW step)."""
     precision: list[Precision] = Field(default_factory=lambda: ["fp32"])
     """fp32, or bf16 through torch.autocast."""
     bucketing: list[str] = Field(default_factory=lambda: ["none"])
@@ -150,7 +157,7 @@ class Axes(Strict):
 
 
 class MeasureSpec(Strict):
-    """How each trial is timed; the defaults follow the README's metric definitions."""
+    """How each trial is timed; the defaults follow the metric definitions of docs/measurement.md."""
 
     warmup_iters: PositiveInt = 3
     """Steady iterations after the first (compiling) call, before timing."""
@@ -158,6 +165,7 @@ class MeasureSpec(Strict):
     """Timed windows per arm; throughput is the median over windows, and the speedup's interval
     resamples the pairs of alternated eager and compiled windows."""
     min_window_iters: PositiveInt = 5
+    """Each window runs at least this many iterations (and at least min_window_s)."""
     min_window_s: Annotated[float, Field(gt=0)] = 0.1
     """Each window runs until both the iteration floor and the time floor are met."""
     trial_timeout_s: Annotated[float, Field(gt=0)] = 1800.0
@@ -167,7 +175,7 @@ class MeasureSpec(Strict):
     matmul_precision: Literal["highest", "high", "medium"] = "high"
     """torch.set_float32_matmul_precision for every trial (recorded in every row)."""
     accuracy_tol: Annotated[float, Field(gt=0)] | None = None
-    """Tolerance of the accuracy check; None: by precision (see README). With a float64 reference
+    """Tolerance of the accuracy check; None: by precision (docs/measurement.md). With a float64 reference
     a tenth of it is the floor of the allowed error; without one, the bound vs eager."""
     warm_compile: bool = True
     """Also measure compile time in a second process whose cache holds the trial's artifacts."""
@@ -182,6 +190,7 @@ class MeasureSpec(Strict):
     default, one per core of the host (up to 32): trials that share a host then compete for its cores,
     and a compiling trial disturbs its neighbour's launch-bound timings."""
     seed: int = 0
+    """Seeds the weights and the inputs of every trial."""
     memory_cap_gib: Annotated[float, Field(gt=0)] | None = None
     """Cap the caching allocator at this many GiB per trial (as on a smaller GPU); None: no cap."""
     gpu_util: bool = True
@@ -211,6 +220,8 @@ _LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epo
 
 
 class Resources(Strict):
+    """What each trial gets of the cluster (device, GPUs, CPUs), and how many trials run at once."""
+
     device: Literal["auto", "cuda", "cpu"] = "auto"
     """auto: cuda when the cluster has GPUs, else cpu."""
     gpus_per_trial: Annotated[float, Field(gt=0, le=8)] = 1.0
@@ -224,11 +235,13 @@ class Resources(Strict):
     work, on its own CPUs) while another times. Their GPU work never overlaps: a measuring process
     holds the GPU's lock for all but its compiling call (rows: `gpu_lock_wait_s`)."""
     max_concurrent_trials: PositiveInt | None = None
+    """Trials running at once; None: as many as the cluster's resources allow (CPU trials: 1, they
+    would share cores)."""
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
     process_start: Literal["forkserver", "subprocess"] = "forkserver"
     """How a measuring process starts: forked from its worker's fork server, which imported torch,
-    torchvision and transformers once and never ran anything (README: what stays fresh), or as a new
+    torchvision and transformers once and never ran anything (docs/measurement.md: what stays fresh), or as a new
     Python interpreter that imports everything itself."""
 
     @field_validator("gpus_per_trial")

@@ -26,28 +26,40 @@ class _Clipped(Strict):
 
 class FixedLengths(Strict):
     kind: Literal["fixed"]
+    """Every sequence has the same length."""
     length: PositiveInt
+    """That length, in tokens."""
 
 
 class UniformLengths(_Clipped):
     kind: Literal["uniform"]
+    """Lengths drawn uniformly from min_len to max_len."""
     min_len: PositiveInt
+    """Shortest length drawn."""
     max_len: PositiveInt
+    """Longest length drawn."""
 
 
 class NormalLengths(_Clipped):
     kind: Literal["normal"]
+    """Lengths drawn from a normal distribution, rounded, clipped to [min_len, max_len]."""
     mean: Annotated[float, Field(gt=0)]
+    """Mean length, in tokens."""
     std: Annotated[float, Field(ge=0)]
+    """Standard deviation, in tokens."""
     max_len: PositiveInt
+    """Longer lengths are cut to this (required: the tail is unbounded)."""
 
 
 class LogNormalLengths(_Clipped):
     kind: Literal["lognormal"]
+    """Lengths drawn from a log-normal distribution, rounded, clipped to [min_len, max_len]."""
     mu: float
     """Mean of the underlying normal: ln(median length), e.g. ln(180) = 5.193."""
     sigma: Annotated[float, Field(ge=0)]
+    """Standard deviation of the underlying normal."""
     max_len: PositiveInt
+    """Longer lengths are cut to this (required: the tail is unbounded)."""
 
 
 def _existing_file(v: str) -> str:
@@ -58,6 +70,7 @@ def _existing_file(v: str) -> str:
 
 class _FromFile(_Clipped):
     path: str
+    """The file, relative to the working directory; read on the driver, so workers need no copy."""
     order: Literal["sample", "replay"] = "sample"
     """sample: draw with replacement (seeded); replay: take the lengths in file order, cycling."""
 
@@ -68,13 +81,16 @@ class FileLengths(_FromFile):
     """`path`: one length per line, or a .parquet/.csv file (then `column`)."""
 
     kind: Literal["file"]
+    """Lengths read from a file."""
     column: str | None = None
+    """The column of a .parquet or .csv file that holds the lengths."""
 
 
 class TextLengths(_FromFile):
     """`path`: a UTF-8 text file; each non-empty line is one sequence."""
 
     kind: Literal["text"]
+    """Lengths of a text file's lines, counted in tokens (or words)."""
     tokenizer: str | None = None
     """Local directory for transformers.AutoTokenizer (no download); None: whitespace words."""
 
