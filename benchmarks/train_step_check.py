@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -101,6 +102,15 @@ def gpu_count() -> int:
         return 1
 
 
+def cpu_model() -> str | None:
+    """The host's CPU model (hosts of one GPU kind differ in it, and a launch-bound step with them)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or None
+    return next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), None)
+
+
 def trial_cpus(pin: int | None, device: str) -> tuple[list[int] | None, int]:
     """The CPUs a trial would be pinned to (the first slot of `pin` CPUs; by default each GPU's equal
     share of this host's CPUs, as the tool's cpus_per_trial), or None where the tool leaves a trial
@@ -127,16 +137,22 @@ def run_variant(setting: dict[str, Any], variant: str, work: Path, pin: list[int
     cache = Path(setting["cache_dir"])
     (work / "setting.json").write_text(json.dumps(setting))
     out = work / f"{variant}.json"
+    out.unlink(missing_ok=True)  # a variant that ran before (another setting) must not stand in for this one
     cmd = [sys.executable, str(HERE / "train_step_variants.py"), "--variant", variant,
            "--setting", str(work / "setting.json"), "--out", str(out)]
     preexec = (lambda: os.sched_setaffinity(0, pin)) if variant == "affinity" and pin else None
+    limit_s = setting["timeout_s"] + 180  # the tool's own processes stop at timeout_s; this is the backstop
+    proc = subprocess.Popen(cmd, env=child_env(cache, variant, threads), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=preexec)  # noqa: PLW1509 - the driver starts no threads
     try:
-        done = subprocess.run(cmd, env=child_env(cache, variant, threads), capture_output=True, text=True,
-                              timeout=setting["timeout_s"] + 180, preexec_fn=preexec, check=False)
+        _, stderr = proc.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {setting['timeout_s'] + 180:.0f} s"}
+        os.killpg(proc.pid, signal.SIGKILL)  # with its compile workers
+        proc.communicate()
+        return {"error": f"timed out after {limit_s:.0f} s"}
     if not out.exists():
-        return {"error": f"exited {done.returncode}: {done.stderr.strip()[-400:]}"}
+        return {"error": f"exited {proc.returncode}: {stderr.strip()[-400:]}"}
     return json.loads(out.read_text())
 
 
@@ -211,7 +227,8 @@ def label(s: dict[str, Any]) -> str:
 
 def run_all(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     pin, threads = trial_cpus(args.pin_cpus, args.device)
-    doc: dict[str, Any] = {"argv": sys.argv[1:], "host": platform.node(), "cpus": len(os.sched_getaffinity(0)),
+    doc: dict[str, Any] = {"argv": sys.argv[1:], "host": platform.node(), "cpu_model": cpu_model(),
+                           "cpus": len(os.sched_getaffinity(0)), "loadavg_1m": os.getloadavg()[0],
                            "affinity_cpus": pin, "affinity_threads": threads, "settings": []}
     total, n = len(args.settings) * len(args.variant_list), 0
     cache = args.cache_dir.resolve() if args.cache_dir else root / "cache"

@@ -247,7 +247,7 @@ def main() -> int:
     except Exception as e:  # noqa: BLE001 - a failed variant is a result with its error, never a lost run
         result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]}
     process = {"cpu_affinity": sorted(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
-               "variant_s": round(time.monotonic() - t0, 2)}
+               "variant_s": round(time.monotonic() - t0, 2), "loadavg_1m": os.getloadavg()[0]}
     args.out.write_text(json.dumps({**result, **process}))
     return 0
 

@@ -74,7 +74,7 @@ def test_trial_cpus_is_none_where_a_trial_would_hold_the_whole_host():
 
 @pytest.mark.slow
 def test_smoke_run_times_plain_tool_and_the_steps_between(tmp_path):
-    variants = "plain,tool_step,tool_timing,hooks,health,restored,pipeline"
+    variants = "plain,tool_step,tool_timing,markers,hooks,health,restored,pipeline"
     done, doc = _run(tmp_path, "--variants", variants)
     assert done.returncode == 0, done.stderr[-2000:]
     (entry,) = doc["settings"]
@@ -84,16 +84,18 @@ def test_smoke_run_times_plain_tool_and_the_steps_between(tmp_path):
         assert "error" not in r, (name, r)
         assert r["eager_ms_median"] > 0 and r["compiled_ms_median"] > 0, (name, r)
         assert r["speedup"] == pytest.approx(r["eager_ms_median"] / r["compiled_ms_median"], rel=0.2), (name, r)
-    for name in ("plain", "tool_step", "hooks", "health", "restored"):
+    for name in ("plain", "tool_step", "markers", "hooks", "health", "restored"):
         assert len(results[name]["eager_ms"]) == len(results[name]["compiled_ms"]) == 2
         assert len(results[name]["probe_ms"]) == 4 and min(results[name]["probe_ms"]) > 0
         assert results[name]["graphs"] >= 1, name  # dynamo compiled the model in that process
     assert len(results["tool_timing"]["compiled_ms"]) == 5  # the trial's own windows (smoke: measure.windows 5)
     assert results["restored"]["accuracy_ok"] is True
+    assert 0 <= results["markers"]["host_busy_windows_pct"] <= 100  # counted over its 4 windows (None: never ran)
+    assert results["health"]["graph_breaks"] == 0 and results["health"]["graphs"] == 1
     assert results["pipeline"]["row_status"] == "ok" and results["pipeline"]["row_timed_windows"] == 5
     assert "vit-tiny train fp32 (matmul high) batch 2 default (eager), cpu" in done.stdout
     progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
-    assert [line.split()[:3] for line in progress] == [[f"[{i}/7]", "vit-tiny:fp32:default", f"{v}:"]
+    assert [line.split()[:3] for line in progress] == [[f"[{i}/8]", "vit-tiny:fp32:default", f"{v}:"]
                                                        for i, v in enumerate(results, 1)]  # one line per variant
 
 
