@@ -20,7 +20,11 @@ runs in a fresh process, one after the other, never two at once (train_step_vari
   process pinned to the CPU slot a trial would hold, --pin-cpus, with the trial's thread counts);
 - the tool itself: pipeline (its measuring process, as the runner starts it), forkserver (forked from
   its fork server, a sweep's default), sweep (`python -m sweeper run` on a one-trial spec, Ray and
-  all; not in the default list).
+  all, its compile cold in the runner's own cache; not in the default list).
+
+Reading it: a launch-bound compiled step follows the host's CPU speed, so compare a variant's compiled
+ms with plain's at a similar probe ms (the JSON keeps every window's step time and the probe before
+it); the tool's variants carry their row's columns (row_*), their probe is not timed.
 
 The processes share one inductor/Triton cache (only each setting's first compile is cold; the
 compiled code is the same) unless --cold-cache. Prints progress, then one table per setting
