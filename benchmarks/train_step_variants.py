@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 import train_step_tool  # noqa: E402
 from train_step_loop import (  # noqa: E402
+    CUDAGRAPH_MODES,
     Arms,
     Plain,
     Timings,
@@ -80,7 +81,7 @@ class Setting:
 
     @property
     def mark(self) -> bool:
-        return self.mode in ("reduce-overhead", "max-autotune") and self.backend == "inductor"
+        return self.mode in CUDAGRAPH_MODES and self.backend == "inductor"
 
     def spec(self) -> dict[str, Any]:
         """The one-trial sweep spec of this setting."""
@@ -92,7 +93,9 @@ class Setting:
                 "resources": {"device": self.device}}
 
     def trial(self) -> Trial:
-        trials, _ = expand(parse_spec(self.spec()))
+        trials, dropped = expand(parse_spec(self.spec()))
+        if not trials:
+            raise ValueError(f"the tool runs no such trial: {dropped[0].config}: {dropped[0].reason}")
         return trials[0]
 
 
