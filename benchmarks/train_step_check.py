@@ -102,7 +102,7 @@ def gpu_count() -> int:
 
         pynvml.nvmlInit()
         return max(1, pynvml.nvmlDeviceGetCount())
-    except Exception:  # noqa: BLE001 - no NVML: count one GPU
+    except Exception:
         return 1
 
 
@@ -148,7 +148,7 @@ def run_variant(setting: dict[str, Any], variant: str, work: Path, pin: list[int
     limit_s = setting["timeout_s"] + 180  # the tool's own processes stop at timeout_s; this is the backstop
     proc = subprocess.Popen(cmd, env=child_env(cache, variant, threads), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=preexec)  # noqa: PLW1509 - the driver starts no threads
+                            preexec_fn=preexec)
     try:
         _, stderr = proc.communicate(timeout=limit_s)
     except subprocess.TimeoutExpired:

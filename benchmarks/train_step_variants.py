@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import torch  # noqa: E402
-import train_step_tool  # noqa: E402
-from train_step_loop import (  # noqa: E402
+import torch
+import train_step_tool
+from train_step_loop import (
     CUDAGRAPH_MODES,
     Arms,
     Plain,
@@ -37,15 +37,15 @@ from train_step_loop import (  # noqa: E402
     warm_up,
 )
 
-from sweeper.measure import gpu_util, pipeline  # noqa: E402
-from sweeper.measure.feeds import FixedBatch  # noqa: E402
-from sweeper.measure.health import watch_compiles  # noqa: E402
-from sweeper.measure.memory import DeviceNeed, MemoryTracker  # noqa: E402
-from sweeper.measure.neighbours import BusyWindows  # noqa: E402
-from sweeper.measure.timing import Arm, calibrate, fixed_window, run_interleaved  # noqa: E402
-from sweeper.measure.workbench import Workbench, build_workbench  # noqa: E402
-from sweeper.spec.schema import parse_spec  # noqa: E402
-from sweeper.spec.trials import Trial, expand  # noqa: E402
+from sweeper.measure import gpu_util, pipeline
+from sweeper.measure.feeds import FixedBatch
+from sweeper.measure.health import watch_compiles
+from sweeper.measure.memory import DeviceNeed, MemoryTracker
+from sweeper.measure.neighbours import BusyWindows
+from sweeper.measure.timing import Arm, calibrate, fixed_window, run_interleaved
+from sweeper.measure.workbench import Workbench, build_workbench
+from sweeper.spec.schema import parse_spec
+from sweeper.spec.trials import Trial, expand
 
 
 @dataclass
@@ -247,7 +247,7 @@ def main() -> int:
     t0 = time.monotonic()
     try:
         result = VARIANTS[args.variant](s)
-    except Exception as e:  # noqa: BLE001 - a failed variant is a result with its error, never a lost run
+    except Exception as e:
         result = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:500]}
     process = {"cpu_affinity": sorted(os.sched_getaffinity(0)), "torch_threads": torch.get_num_threads(),
                "variant_s": round(time.monotonic() - t0, 2), "loadavg_1m": os.getloadavg()[0]}

@@ -31,7 +31,7 @@ def _run(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[subprocess.C
     return done, json.loads(out.read_text()) if out.exists() else {}
 
 
-@pytest.mark.parametrize("args, says", [
+@pytest.mark.parametrize(("args", "says"), [
     (["--setting", "resnet99:fp32:default"], "no zoo model 'resnet99'"),
     (["--setting", "resnet18:fp16:default"], "precision one of fp32, bf16"),
     (["--setting", "resnet18-default"], "expected MODEL:PRECISION:MODE"),
