@@ -36,7 +36,7 @@ _NUMERIC = [
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
-         "region_classes", "megacache_file"]
+         "region_classes", "block_choice", "megacache_file"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

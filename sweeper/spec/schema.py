@@ -76,7 +76,7 @@ class SweepSpec(Strict):
             raise ValueError("axes.bucketing pads token streams: add a workload with 'lengths'")
         if True in self.axes.mark_dynamic and not tasks:
             raise ValueError("axes.mark_dynamic marks dimensions that vary over a stream: add a workload")
-        tasks_by_model = {m.name: m.task for m in self.models}
+        tasks_by_model = {m.name: m.input_task for m in self.models}
         for name, w in self.workloads.items():
             for m in w.models or []:
                 if tasks_by_model.get(m, w.task) != w.task:

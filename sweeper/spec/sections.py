@@ -22,6 +22,8 @@ Scope = Literal["whole", "regional"]
 
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_LIBRARY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
+"""After `timm:` or `hf:`: timm architectures and transformers model types (which use '-' and '_')."""
 
 
 def check_name(value: str, what: str) -> str:
@@ -51,23 +53,38 @@ class InputSpec(Strict):
 
 
 class ModelSpec(Strict):
-    """One model: a zoo name, or the user's own `package.module:factory`."""
+    """One model: a zoo name, `timm:<architecture>`, `hf:<model_type>` with a `task`, or the user's
+    own `package.module:factory` (or, through `sweeper.sweep`, a callable carried by value)."""
 
     name: str
-    """A zoo name (see `sweeper models`), or a label for a factory model."""
+    """A zoo name (see `sweeper models`), `timm:NAME`, `hf:MODEL_TYPE`, or a label for a factory model."""
     factory: str | None = None
     """`package.module:callable` returning an nn.Module or a sweeper.zoo.Bundle. Runs that code."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the factory (or overrides for a zoo model's builder)."""
+    """Keyword arguments for the factory; overrides for a zoo model's builder; timm.create_model's
+    keyword arguments (plus `input_size: [C, H, W]`); an `hf:` model's config overrides."""
+    task: str | None = None
+    """An `hf:` model's task: causal-lm, masked-lm, seq-cls, seq2seq or image-cls (the AutoModelFor...
+    class, its inputs and its training loss)."""
     input: InputSpec | None = None
     """Inputs for a factory that returns a plain nn.Module."""
     block: str | None = None
     """Class name of the model's repeated block (e.g. `DecoderLayer`): what `scope: regional`
-    compiles. Zoo models know theirs; this overrides it."""
+    compiles. Zoo models know theirs, other models' is found when the trial runs; this overrides both."""
+    by_value: str | None = None
+    """Set by `sweeper.sweep` for an in-memory callable: the callable, cloudpickled (base64). Not part
+    of the trial's id: `factory_ref` names it there."""
+    factory_ref: str | None = None
+    """Set with `by_value`: the callable's module and name and a hash of its source (its identity)."""
 
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
+        prefix, sep, rest = v.partition(":")
+        if sep and prefix in zoo.SOURCE_PREFIXES:
+            if not _LIBRARY_NAME_RE.match(rest):
+                raise ValueError(f"{v!r}: name the {prefix} model after '{prefix}:' (letters, digits, '_', '.', '-')")
+            return v
         return check_name(v, "model")
 
     @field_validator("factory")
@@ -77,30 +94,52 @@ class ModelSpec(Strict):
             raise ValueError(f"{v!r} is not of the form 'package.module:callable'")
         return v
 
+    @property
+    def source(self) -> str:
+        """zoo, timm, hf, factory or callable (sweeper.zoo.sources)."""
+        return zoo.source_of(self.name, self.factory, self.by_value)
+
     @model_validator(mode="after")
     def _known(self) -> ModelSpec:
-        if self.factory is None:
-            if self.name not in zoo.REGISTRY:
-                raise ValueError(f"unknown model {self.name!r}; valid: {', '.join(zoo.names())}")
-            if self.input is not None:
-                raise ValueError("'input' is only for factory models; zoo models build their own")
+        source = self.source
+        if self.factory is not None and self.by_value is not None:
+            raise ValueError("give either 'factory' or a callable, not both")
+        if source in ("zoo", "timm", "hf") and self.input is not None:
+            raise ValueError(f"'input' is only for factory models; {source} models build their own")
+        if source == "zoo" and self.name not in zoo.REGISTRY:
+            raise ValueError(f"unknown model {self.name!r}; valid: {', '.join(zoo.names())}, or timm:NAME, "
+                             "hf:MODEL_TYPE (see `sweeper models`)")
+        if source == "hf" and self.task not in zoo.HF_TASKS:
+            raise ValueError(f"{self.name} needs a 'task': one of {', '.join(zoo.HF_TASKS)}"
+                             + (f" (got {self.task!r})" if self.task is not None else ""))
+        if source != "hf" and self.task is not None:
+            raise ValueError("'task' is only for hf: models")
         return self
 
     @property
     def blocks(self) -> tuple[str, ...]:
-        """Class names of the repeated blocks that regional compilation compiles (may be empty)."""
+        """Class names of the repeated blocks regional compilation compiles, where known before the
+        model is built: the spec's `block`, else the zoo's (empty: found when the trial runs)."""
         if self.block is not None:
             return (self.block,)
-        return zoo.REGISTRY[self.name].blocks if self.factory is None else ()
+        return zoo.REGISTRY[self.name].blocks if self.source == "zoo" else ()
 
     def identity(self) -> dict[str, Any]:
-        """The model as it enters a trial's id: `block` (added later) only when set."""
-        return self.model_dump(mode="json", exclude={"block"} if self.block is None else set())
+        """The model as it enters a trial's id: fields added later (`block`, `task`, `factory_ref`)
+        only when set, and never the pickled callable (`factory_ref` stands for it)."""
+        later = {k for k in ("block", "task", "by_value", "factory_ref") if getattr(self, k) is None}
+        return self.model_dump(mode="json", exclude=later | {"by_value"})
 
     @property
-    def task(self) -> str:
-        if self.factory is None:
+    def input_task(self) -> str:
+        """vision, nlp or custom: which inputs, and which item unit (the rows' `task`)."""
+        source = self.source
+        if source == "zoo":
             return zoo.REGISTRY[self.name].task
+        if source == "timm":
+            return "vision"
+        if source == "hf":
+            return zoo.HF_TASKS[self.task]
         if self.input is not None and self.input.kind == "tokens":
             return "nlp"
         return "vision" if self.input is not None and self.input.kind == "image" else "custom"
