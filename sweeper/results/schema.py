@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sweeper import SweeperError
+
 EAGER = "eager"
 """The mode of a trial that does not compile: the baseline of its context."""
 MODES: tuple[str, ...] = (EAGER, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -194,7 +196,7 @@ COLUMN_NAMES = [c.name for c in COLUMNS]
 COLUMN_KINDS: dict[str, Kind] = {c.name: c.kind for c in COLUMNS}
 
 
-class ResultsError(ValueError):
+class ResultsError(SweeperError):
     """Unreadable, corrupt or missing results: the message names the file."""
 
 

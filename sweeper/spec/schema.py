@@ -16,6 +16,7 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from sweeper import SweeperError
 from sweeper.spec.base import Strict
 from sweeper.spec.sections import (Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources,
                                    check_name)
@@ -28,7 +29,7 @@ __all__ = ["InputSpec", "Phase", "Precision", "SpecError", "SweepSpec", "load_sp
 from here."""
 
 
-class SpecError(ValueError):
+class SpecError(SweeperError):
     """A user mistake in a spec: the message is one line naming the field."""
 
 
