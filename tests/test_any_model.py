@@ -5,6 +5,7 @@ defined in a script's `__main__`, shipped to the workers by value."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -131,6 +132,8 @@ def test_the_block_finder_refuses_a_model_without_a_repeated_block_and_says_why(
     assert found.note == "none: no module class of LSTMClassifier has 4 or more copies of identical structure"
     small = find_repeated_block(hf_models.build("llama", "causal-lm", **{**TINY_DECODER, "vocab_size": 32000}).model)
     assert small.class_name is None and "LlamaDecoderLayer (4 copies), holds" in small.reason  # embeddings dominate
+    two = find_repeated_block(hf_models.build("llama", "causal-lm", **LLAMA_2L).model)
+    assert two.reason.endswith("identical structure (most: LlamaDecoderLayer, 2)")  # the layer, not its MLP
 
 
 def test_a_regional_hf_trial_compiles_the_found_block_and_a_named_block_overrides_it(tmp_path):
@@ -152,9 +155,10 @@ def test_a_regional_hf_trial_compiles_the_found_block_and_a_named_block_override
 
 
 @pytest.mark.slow  # a real Ray sweep
-def test_timm_and_hf_models_sweep_end_to_end(ray_local, tmp_path, capsys):
+def test_timm_and_hf_models_sweep_end_to_end(ray_local, tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO, logger="sweeper")  # pytest holds the log: the script test sees stderr
     models = [{"name": "timm:test_vit"}, {"name": "timm:test_efficientnet"},
-              {"name": "hf:llama", "task": "causal-lm", "kwargs": LLAMA_2L}]
+              {"name": "hf:llama", "task": "causal-lm", "kwargs": TINY_DECODER}]
     spec = _plumbing("libs", models, scope=["whole", "regional"])
     spec["resources"]["max_concurrent_trials"] = 1
     res = sweeper.sweep(spec, results=tmp_path / "r", report=False)
@@ -169,7 +173,7 @@ def test_timm_and_hf_models_sweep_end_to_end(ray_local, tmp_path, capsys):
     assert "9 trials (8 ok, 1 compile_error)" in res._repr_html_()
     out = capsys.readouterr()
     assert "failed trials: 1 of 9" in out.out and "baseline check:" in out.out
-    assert "[9/9]" in out.err  # the progress lines, as the CLI prints them
+    assert "[9/9]" in caplog.text  # the progress lines, as the CLI prints them
 
 
 @pytest.mark.slow  # a real Ray sweep
@@ -244,3 +248,14 @@ def test_a_model_class_defined_in_a_scripts_main_runs_through_sweeper_sweep(tmp_
     assert sorted((r["mode"], r["status"]) for r in rows) == [("default", "ok"), ("eager", "ok")]
     assert "ERROR spec: axes.mode.0: Input should be" in done.stdout  # the CLI's one-line error, raised
     assert "started net eager" in done.stderr or "[2/2]" in done.stderr  # progress lines on stderr
+
+
+@pytest.mark.slow  # one real inductor compile
+def test_a_two_layer_llama_by_name_compiles_with_inductor(tmp_path):
+    spec = _plumbing("t", [{"name": "hf:llama", "task": "causal-lm", "kwargs": LLAMA_2L}], mode=["default"])
+    spec["measure"]["backend"] = "inductor"
+    (trial,) = expand(parse_spec(spec))[0]
+    row = measure.run({"trial": trial.to_dict(), "device": "cpu"}, tmp_path / "row.json")
+    assert row["status"] == "ok", row["error"]
+    assert row["accuracy_ok"] and row["compile_s"] > 0 and row["graphs"] >= 1 and row["graph_breaks"] == 0
+    assert row["throughput_tokens_s"] == pytest.approx(row["throughput_items_s"] * 16)

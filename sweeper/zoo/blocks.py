@@ -83,17 +83,17 @@ def find_repeated_block(model: nn.Module) -> BlockChoice:
     total = _held([model])
     memo: dict[int, tuple] = {}
     candidates: list[tuple[float, int, BlockChoice]] = []
-    most: tuple[int, str] = (0, "")
+    most: tuple[int, int, str] = (0, 0, "")  # the most copies; on a tie the outermost class
     for cls, found in _outermost_by_class(model).items():
         identical = max(Counter(_signature(m, memo) for m, _ in found).values())
-        most = max(most, (identical, cls.__name__))
+        most = max(most, (identical, -min(d for _, d in found), cls.__name__))
         if identical < MIN_COPIES:
             continue
         share = _held([m for m, _ in found]) / total if total else 0.0
         choice = BlockChoice(cls.__name__, len(found), identical, share)
         candidates.append((share, -min(d for _, d in found), choice))
     if not candidates:
-        seen = f" (most: {most[1]}, {most[0]})" if most[0] else ""
+        seen = f" (most: {most[2]}, {most[0]})" if most[0] else ""
         return BlockChoice(None, reason=f"no module class of {type(model).__name__} has {MIN_COPIES} or more "
                            f"copies of identical structure{seen}")
     share, _, best = max(candidates, key=lambda c: (c[0], c[1]))
