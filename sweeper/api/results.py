@@ -61,7 +61,9 @@ class Results:
                compare: Results | None = None) -> Path:
         """Write the one-file HTML report (as `sweeper report`); returns its path."""
         out = Path(path)
-        links = traces.links(find_result_files(self.paths), out)
+        # a results.parquet named outright has its traces beside it even before its part files are compacted
+        named = [Path(p) for p in self.paths if Path(p).suffix == ".parquet"]
+        links = traces.links([*find_result_files(self.paths), *named], out)
         return write_report(self.df, out, title=title, compare_df=compare.df if compare else None, traces=links)
 
     def export(self, output: str | Path, model: str, trial: str | None = None, **filters: Any) -> Exported:
