@@ -30,8 +30,8 @@ os.environ.update(TORCHINDUCTOR_CACHE_DIR=str(_CACHE / "inductor"), TRITON_CACHE
 import torch  # noqa: E402
 from torch._dynamo.utils import counters  # noqa: E402
 
-from sweeper import zoo  # noqa: E402
-from sweeper.measure.workbench import _import  # noqa: E402
+from sweeper.spec.sections import ModelSpec  # noqa: E402
+from sweeper.zoo import sources  # noqa: E402
 
 
 def main() -> None:
@@ -45,7 +45,7 @@ def main() -> None:
         torch.set_num_threads(versions["built_for"]["torch_threads"])
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.manual_seed(0)
-    bundle = _import(zoo.REGISTRY[setting["model"]].builder)()
+    bundle = sources.build(ModelSpec(name=setting["model"]))
     model = bundle.model.to(device).eval()
     batch = bundle.make_batch(setting["batch_size"], setting["seq_len"], torch.Generator().manual_seed(0)).to(device)
     sys.path.insert(0, str(args.export_dir))

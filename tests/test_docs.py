@@ -13,8 +13,9 @@ from conftest import REPO, run_cli
 
 from sweeper import docs
 from sweeper.spec.reference import missing_docs, sections
+from sweeper.spec.resources import Resources
 from sweeper.spec.schema import SweepSpec, parse_spec
-from sweeper.spec.sections import MeasureSpec, Resources
+from sweeper.spec.sections import MeasureSpec
 
 README = REPO / "README.md"
 PAGES = sorted((REPO / "docs").glob("*.md"))

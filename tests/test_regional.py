@@ -35,13 +35,17 @@ def test_whole_trials_keep_their_ids_and_regional_trials_get_new_ones():
     assert "scope" not in spec.identity()["axes"] and "block" not in spec.identity()["models"][0]
 
 
-def test_a_model_without_a_known_block_is_dropped_from_regional_with_a_reason():
+def test_a_zoo_model_without_a_known_block_is_dropped_and_a_factory_model_without_one_fails_saying_why(tmp_path):
     models = [{"name": "mobilenet_v3_large"}, {"name": "mine", "factory": "torch.nn:Identity",
                                                   "input": {"kind": "tensor", "shape": [4]}}]
     trials, dropped = _trials(models=models, axes={"scope": ["regional"], "mode": ["default"]})
-    assert not trials or all(t.scope == "whole" for t in trials)
-    assert {d.config.split()[0] for d in dropped} == {"mobilenet_v3_large", "mine"}
-    assert all("needs a repeated block class" in d.reason and "`block`" in d.reason for d in dropped)
+    assert [d.config.split()[0] for d in dropped] == ["mobilenet_v3_large"]
+    assert "needs a repeated block class" in dropped[0].reason and "`block`" in dropped[0].reason
+    (mine,) = [t for t in trials if t.scope == "regional"]  # its block is looked for when it runs
+    row = measure.run({"trial": mine.to_dict(), "device": "cpu"}, tmp_path / "row.json")
+    assert row["status"] == "compile_error" and row["block_choice"].startswith("none: no module class of Identity")
+    assert "no repeated block found" in row["error"] and "`block`" in row["error"]
+    assert row.get("eager_throughput_items_s") is None  # refused before anything was timed
 
 
 def test_a_factory_model_names_its_block():

@@ -35,16 +35,20 @@ def table(df: pd.DataFrame) -> str:
     for (model, mode), g in compiled.groupby(["model", "mode"]):
         for _, r in g.sort_values("rep").iterrows():
             others = g[g["rep"] != r["rep"]]
-            inside = ((others["speedup_low"] <= r["speedup_vs_eager"]) & (r["speedup_vs_eager"] <= others["speedup_high"]))
+            s = r["speedup_vs_eager"]
+            inside = (others["speedup_low"] <= s) & (s <= others["speedup_high"])
             half = 50 * (r["speedup_high"] - r["speedup_low"]) / r["speedup_vs_eager"]
             eager_ms = 1e3 * r["batch_size"] / r["eager_throughput_items_s"]
             wait = r.get("host_wait_s")
-            state = f"{r['host_state']} ({r['slow_windows_pct']:.0f}%" + (f", {wait:.1f} s)" if pd.notna(wait) else ")")
+            waited = f", {wait:.1f} s)" if pd.notna(wait) else ")"
+            state = f"{r['host_state']} ({r['slow_windows_pct']:.0f}%{waited}"
             lines.append(f"| {model} | {mode} | {r['rep']} | {r['speedup_vs_eager']:.2f}x | "
-                         f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}x | +-{half:.1f}% | {eager_ms:.2f} | {state} | "
+                         f"{r['speedup_low']:.2f}-{r['speedup_high']:.2f}x | +-{half:.1f}% | {eager_ms:.2f} | "
+                         f"{state} | "
                          f"{int(inside.sum())} of {len(others)} | {r['baseline_drift_pct']:+.1f}% |")
     off = compiled["baseline_drift_pct"].abs() > DRIFT_LIMIT_PCT
-    lines.append(f"\nNot established (drift past {DRIFT_LIMIT_PCT:g}%): {int(off.sum())} of {len(compiled)} compiled rows.")
+    lines.append(f"\nNot established (drift past {DRIFT_LIMIT_PCT:g}%): {int(off.sum())} of {len(compiled)} "
+                 "compiled rows.")
     return "\n".join(lines)
 
 

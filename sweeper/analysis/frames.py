@@ -38,7 +38,7 @@ _NUMERIC = [
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
-         "region_classes", "megacache_file", "host_state"]
+         "region_classes", "block_choice", "megacache_file", "host_state"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

@@ -26,6 +26,7 @@ from typing import Any
 
 import pandas as pd
 
+from sweeper import SweeperError
 from sweeper.analysis import frames, ranking
 from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.analysis.ranking import Candidate
@@ -34,7 +35,7 @@ _FLAGS = {"phase": "--phase", "precision": "--precision", "device_name": "--devi
           "seq_len": "--seq-len", "workload": "--workload"}
 
 
-class RecommendError(ValueError):
+class RecommendError(SweeperError):
     """A question the results cannot answer: unknown model, or a context left ambiguous."""
 
 

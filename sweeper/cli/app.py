@@ -7,139 +7,62 @@ import logging
 import os
 import shlex
 import sys
-import tempfile
-import time
 from pathlib import Path
 
-from sweeper import __version__, zoo
-from sweeper.results.schema import ResultsError
+from sweeper import SweeperError, __version__, zoo
+from sweeper.api import run as api_run
+from sweeper.api.run import RunOptions, SweepInterrupted, expand_trials
 from sweeper.run.options import TUNE_LOGS, tune_logs
-from sweeper.run.state import SweepError, SweepState
-from sweeper.spec.schema import SpecError, SweepSpec, load_spec
-from sweeper.spec.trials import Dropped, Trial, expand
+from sweeper.run.state import SweepError
+from sweeper.spec.schema import load_spec
 
 log = logging.getLogger("sweeper")
-USER_ERRORS = (SpecError, SweepError, ResultsError)
-
-SUMMARY_COLUMNS = {
-    "model": "model", "mode": "mode", "dynamic": "dynamic", "batch_size": "bs", "seq_len": "seq",
-    "phase": "phase", "precision": "prec", "status": "status", "compile_s": "compile_s",
-    "throughput_items_s": "items/s", "speedup_vs_eager": "speedup", "peak_mem_gib": "peak_GiB",
-}
-STREAM_COLUMNS = {"workload": "workload", "bucketing": "bucketing", "mark_dynamic": "mark_dyn",
-                  "stream_s": "stream_s", "real_tokens_per_s": "real_tok/s", "fell_back_to_eager": "fell_back"}
-
-
-def _expand(spec: SweepSpec, source: str) -> tuple[list[Trial], list[Dropped]]:
-    """The spec's trials; a spec whose every combination is dropped is a mistake, not a sweep."""
-    trials, dropped = expand(spec)
-    if not trials:
-        reasons = list(dict.fromkeys(d.reason for d in dropped))
-        more = f" (and {len(reasons) - 3} more reasons)" if len(reasons) > 3 else ""
-        raise SpecError(f"{source}: no trials to run: each of the {len(dropped)} combinations was dropped: "
-                        f"{'; '.join(reasons[:3])}{more}")
-    return trials, dropped
+USER_ERRORS = (SweeperError,)
+"""Every one-line error (spec, results directory, results files, recommend, export): exit code 2."""
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
-    trials, dropped = _expand(spec, args.spec)
+    trials, dropped = expand_trials(spec, args.spec)
     print(f"{args.spec}: valid; {len(trials)} trials over {len(spec.models)} models")
     for d in dropped:
         print(f"  dropped {d.config}: {d.reason}")
     return 0
 
 
+MODEL_NAMING = """
+Any other model, by name (random weights, nothing downloaded):
+  timm:NAME           a timm architecture, e.g. timm:convnext_tiny (needs timm; kwargs: timm.create_model's)
+  hf:MODEL_TYPE       a transformers architecture with a task: {tasks}
+                      e.g. name: hf:llama, task: causal-lm, kwargs: {{num_hidden_layers: 2, hidden_size: 64}}
+  factory: pkg.mod:fn your own function or nn.Module class (with an `input` section for a plain module)
+  sweeper.sweep(...)  in Python, a model's factory may be the function or class itself (docs/models.md)"""
+
+
 def _cmd_models(args: argparse.Namespace) -> int:
     for name in zoo.names():
         e = zoo.REGISTRY[name]
         print(f"{name:20s} {e.task:7s} {e.description}")
+    print(MODEL_NAMING.format(tasks=", ".join(zoo.HF_TASKS)))
     return 0
 
 
-def summary_table(rows: list[dict]) -> str:
-    import pandas as pd
-
-    columns = dict(SUMMARY_COLUMNS)
-    if any(r.get("workload") for r in rows):  # stream trials differ by workload and bucketing
-        columns = {**{k: v for k, v in columns.items() if k != "seq_len"}, **STREAM_COLUMNS}
-    df = pd.DataFrame(rows).reindex(columns=list(columns)).rename(columns=columns)
-    df = df.sort_values(["model", "phase", "prec", "bs", "mode"], kind="stable")
-    return df.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
-    trials, dropped = _expand(spec, args.spec)
-    results_dir = Path(args.results or spec.results_dir or f"results/{spec.name}")
-    state = SweepState.open(spec, results_dir, resume=args.resume or args.retry_failed)
-    _check_writable(results_dir)
-    state.claim()  # a directory another live sweep writes is refused here, before Ray starts
+    """`sweeper run`: the API's sweep with the command's flags; exit 1 when a trial was left
+    without a row or no trial of the sweep succeeded, 130 when interrupted."""
+    opts = RunOptions(address=args.address, results=args.results, resume=args.resume, retry_failed=args.retry_failed,
+                      storage=args.storage, callbacks=tuple(args.callback), tune_logs=args.tune_logs,
+                      report=not args.no_report)
     try:
-        return _run_claimed(args, spec, state, trials, dropped)
-    finally:
-        state.close()  # compacts the rows into results.parquet, gives the directory up
-
-
-def _run_claimed(args: argparse.Namespace, spec: SweepSpec, state: SweepState, trials: list[Trial],
-                 dropped: list[Dropped]) -> int:
-    results_dir = state.dir
-    todo = state.pending(trials, retry_failed=args.retry_failed)
-    for d in dropped:
-        log.info("dropped %s: %s", d.config, d.reason)
-    from sweeper.run import ray_tune as runner  # Ray is imported only when a sweep really runs
-
-    runner.check_options(args.storage, args.callback)
-    t0 = time.monotonic()
-    try:
-        runner.connect(args.address)
-        device = runner.resolve_device(spec)
-        log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
-                 len(trials) - len(todo), device, state.results_path)
-        state.save_manifest()
-        missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback,
-                                   tune_logs=args.tune_logs) if todo else []
-    except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
-        print(f"sweeper: interrupted; {len(state.rows)} of {len(trials)} trials are saved in {state.results_path}; "
-              f"to finish the sweep: {resume_command(args, results_dir)}", file=sys.stderr)
+        res = api_run.run(args.spec, opts)
+    except SweepInterrupted as stop:
+        print(f"sweeper: {stop}; to finish the sweep: {resume_command(args, stop.results_path.parent)}",
+              file=sys.stderr)
         return 130
-    return _finish(args, state, trials, missing, time.monotonic() - t0)
-
-
-def _finish(args: argparse.Namespace, state: SweepState, trials: list[Trial], missing: list[str],
-            took_s: float) -> int:
-    """The table, the self-check, every failure's first line and the report; exit 1 when a trial
-    was left without a row or no trial of the sweep succeeded."""
-    print(summary_table(state.rows) if state.rows else "no rows")
-    if state.rows:
-        print(baseline_check(_frame(state)))
-    failures = failure_lines(state.rows, {t.trial_id: t.label for t in trials})
-    if failures:
-        print("\n".join(failures))
-    log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), took_s, state.results_path)
-    if not args.no_report and state.rows:
-        from sweeper.report.page import write_report
-        from sweeper.results import traces
-
-        out = state.dir / "report.html"
-        path = write_report(_frame(state), out, title=f"sweeper: {state.spec.name}",
-                            traces=traces.links([state.results_path], out))
-        print(f"report: {path}")
-    if state.rows and all(r["status"] != "ok" for r in state.rows):
-        print(f"sweeper: every trial failed ({len(state.rows)}); the errors are above", file=sys.stderr)
+    if len(res) and not res.df["status"].eq("ok").any():
+        print(f"sweeper: every trial failed ({len(res)}); the errors are above", file=sys.stderr)
         return 1
-    return 1 if missing else 0
-
-
-def failure_lines(rows: list[dict], labels: dict[str, str]) -> list[str]:
-    """One line per failed trial: its setting, status and the first line of its error."""
-    failed = [r for r in rows if r["status"] != "ok"]
-    lines = [f"failed trials: {len(failed)} of {len(rows)}"] if failed else []
-    for r in failed:
-        first = next((line.strip() for line in str(r.get("error") or "").splitlines() if line.strip()), "")
-        label = labels.get(r["trial_id"], r["trial_id"])
-        lines.append(f"  {label}: {r['status'].upper()}{': ' + first[:300] if first else ''}")
-    return lines
+    return 1 if res.missing else 0
 
 
 def resume_command(args: argparse.Namespace, results_dir: Path) -> str:
@@ -154,42 +77,6 @@ def resume_command(args: argparse.Namespace, results_dir: Path) -> str:
         words += ["--tune-logs", ",".join(args.tune_logs) or "none"]
     words += ["--no-report"] if args.no_report else []
     return shlex.join(words)
-
-
-def baseline_check(df) -> str:
-    """The sweep's self-check, one line (and one per drifted row): every compiled row's in-trial
-    eager baseline against the sweep's eager trial of the same context."""
-    from sweeper.analysis.frames import prepare, setting_label
-    from sweeper.analysis.ranking import DRIFT_LIMIT_PCT
-
-    data = prepare(df)
-    drift = data["baseline_drift_pct"]
-    checked, off = drift.notna(), drift.abs() > DRIFT_LIMIT_PCT
-    lines = [f"baseline check: {int(checked.sum())} compiled rows matched to an eager trial, {int(off.sum())} "
-             f"drift more than {DRIFT_LIMIT_PCT:g}% (their speedup is not established)"]
-    for _, r in data[off].iterrows():
-        at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
-        lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
-                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial{at}: "
-                     f"{r.get('drift_cause') or 'cause unknown'}")
-    return "\n".join(lines)
-
-
-def _check_writable(results_dir: Path) -> None:
-    """Refuse, before Ray starts, a results directory that cannot be created or written."""
-    try:
-        results_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=results_dir, prefix=".write-check-"):
-            pass
-    except OSError as e:
-        raise SweepError(f"{results_dir}: cannot write results there ({e.strerror or e}); "
-                         "choose another --results directory") from None
-
-
-def _frame(state: SweepState):
-    from sweeper.results.store import read_results
-
-    return read_results([state.results_path])
 
 
 def _tune_logs(value: str) -> tuple[str, ...]:

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from sweeper.analysis.recommend import Limits, RecommendError
+from sweeper.analysis.recommend import RecommendError
+from sweeper.api.results import check_limits
 from sweeper.deploy.export import ExportError, describe, export
 from sweeper.results.schema import ResultsError
 from sweeper.spec.sections import Phase, Precision
@@ -43,8 +44,9 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    limits = Limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size, args.warm_start)
     try:
+        limits = check_limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size,
+                              args.warm_start)
         done = export(args.paths, args.model, args.output, limits, args.trial, phase=args.phase,
                       precision=args.precision,
                       device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)

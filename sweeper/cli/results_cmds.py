@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import get_args
 
 from sweeper.analysis import drift, recommend_text
-from sweeper.analysis.recommend import Limits, RecommendError, recommend_all
+from sweeper.analysis.recommend import RecommendError, recommend_all
+from sweeper.api.results import check_limits
 from sweeper.report.page import DEFAULT_TITLE, write_report
 from sweeper.results import traces
 from sweeper.results.schema import ResultsError
@@ -108,12 +109,9 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 
 def _recommend(args: argparse.Namespace) -> int:
-    for flag in ("max_memory_gib", "max_compile_s", "iterations", "batch_size"):
-        value = getattr(args, flag)
-        if value is not None and value <= 0:
-            return _fail(f"--{flag.replace('_', '-')} must be positive, not {value}")
-    limits = Limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size, args.warm_start)
     try:
+        limits = check_limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size,
+                              args.warm_start)
         df = read_results(args.paths)
         recs = recommend_all(df, args.model, limits, phase=args.phase, precision=args.precision,
                              device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)

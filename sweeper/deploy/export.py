@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper import SweeperError
 from sweeper.analysis import frames, ranking
 from sweeper.analysis.frames import fmt_num
 from sweeper.analysis.recommend import Limits, recommend_all
@@ -23,7 +24,7 @@ VERSION_KEYS = ("torch_version", "triton_version", "cuda_version", "device_type"
 ARTIFACT_NAME = "megacache.bin"
 
 
-class ExportError(ValueError):
+class ExportError(SweeperError):
     """The results hold nothing to export for the question asked: the message says why."""
 
 

@@ -150,7 +150,7 @@ def compile_model(wb: Workbench) -> torch.nn.Module:
     kwargs: dict[str, Any] = {"backend": m.backend, "dynamic": t.dynamic}
     if m.backend == "inductor":
         kwargs["mode"] = t.mode
-    return compile_scope(wb.model, t.scope, t.model.blocks, kwargs)
+    return compile_scope(wb.model, t.scope, wb.blocks, kwargs)
 
 
 def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,

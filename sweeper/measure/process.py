@@ -27,7 +27,7 @@ from sweeper import envinfo
 from sweeper.measure import SPAWN_TIME_ENV, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
 from sweeper.measure.pipeline import TrialFailed, classify, measure
-from sweeper.measure.regions import scope_row
+from sweeper.measure.regions import plan_regions, scope_row
 from sweeper.measure.workbench import build_workbench
 from sweeper.results.files import write_json
 from sweeper.results.schema import check_row
@@ -58,8 +58,8 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         row.update(envinfo.device_info(device.type), trials_per_gpu=payload.get("trials_per_gpu", 1))
         gpu_lock.hold(gpu_lock.key_for(device, row["trials_per_gpu"]))  # after CUDA's start: it reads the GPU's UUID
         mark("env")
-        wb = build_workbench(trial, device, mark)
-        row.update(scope_row(trial, wb.model), setup_s=time.time() - started)
+        wb = _workbench(trial, device, mark, row)
+        row["setup_s"] = time.time() - started
         row.update(megacache.load(load_megacache))
         measure(wb, row, emit, warm, mark, payload.get("steady_step_s"))
         row.update(epoch_columns(trial, row))
@@ -75,6 +75,18 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     row.update(_shared_gpu_row(), finished_at=datetime.now(UTC).isoformat())
     emit(row)
     return row
+
+
+def _workbench(trial: Trial, device: torch.device, mark: _Phases, row: dict[str, Any]):
+    """The trial's workbench, with the blocks a regional trial compiles planned and put in the row
+    (a regional trial whose model has no block that qualifies fails here, before anything is timed)."""
+    wb = build_workbench(trial, device, mark)
+    regions = plan_regions(trial, wb.model)
+    row.update(scope_row(trial, wb.model, regions))
+    if regions.failure:
+        raise TrialFailed("compile_error", regions.failure)
+    wb.blocks = regions.blocks
+    return wb
 
 
 def _shared_gpu_row() -> dict[str, Any]:

@@ -9,12 +9,14 @@ compiled only while the model is called through `Regional`; called directly it s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
 from sweeper.spec.trials import Trial
+from sweeper.zoo.blocks import find_repeated_block
 
 
 def find_blocks(model: nn.Module, class_names: tuple[str, ...]) -> list[nn.Module]:
@@ -66,12 +68,41 @@ def compile_scope(model: nn.Module, scope: str, blocks: tuple[str, ...], compile
     return Regional(model, found, compile_kwargs)
 
 
-def scope_row(trial: Trial, model: nn.Module) -> dict[str, Any]:
-    """The row's scope and how many modules torch.compile is applied to (none for eager)."""
+@dataclass(frozen=True)
+class RegionPlan:
+    """What a trial compiles and how its block was chosen (the row's `block_choice`)."""
+
+    blocks: tuple[str, ...] = ()
+    choice: str | None = None
+    """spec, zoo, `found: CLASS, ...` or `none: why`; None for whole-model and eager trials."""
+
+    @property
+    def failure(self) -> str | None:
+        """Why a regional trial cannot run: no block qualified."""
+        if self.choice is None or not self.choice.startswith("none: "):
+            return None
+        return (f"scope regional: no repeated block found: {self.choice.removeprefix('none: ')}; "
+                "name one with the model's `block`")
+
+
+def plan_regions(trial: Trial, model: nn.Module) -> RegionPlan:
+    """The blocks a regional trial compiles: the spec's `block`, the zoo's, or the one found."""
+    if trial.scope != "regional" or trial.mode == "eager":
+        return RegionPlan()
+    if trial.model.blocks:
+        return RegionPlan(trial.model.blocks, "spec" if trial.model.block else "zoo")
+    found = find_repeated_block(model)
+    return RegionPlan((found.class_name,) if found.class_name else (), found.note)
+
+
+def scope_row(trial: Trial, model: nn.Module, plan: RegionPlan) -> dict[str, Any]:
+    """The row's scope, how many modules torch.compile is applied to (none for eager), and for a
+    regional trial which classes and how they were chosen."""
     if trial.mode == "eager":
         return {"scope": trial.scope, "compiled_regions": 0}
     if trial.scope == "whole":
         return {"scope": trial.scope, "compiled_regions": 1}
-    found = find_blocks(model, trial.model.blocks)
+    found = find_blocks(model, plan.blocks) if plan.blocks else []
     classes = sorted({type(b).__name__ for b in found})
-    return {"scope": trial.scope, "compiled_regions": len(found), "region_classes": ",".join(classes) or None}
+    return {"scope": trial.scope, "compiled_regions": len(found), "region_classes": ",".join(classes) or None,
+            "block_choice": plan.choice}

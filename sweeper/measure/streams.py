@@ -62,7 +62,7 @@ def shape_of(batch: Batch) -> Shape:
 
 
 def _position_cap(trial: Trial) -> int | None:
-    if trial.model.factory:
+    if trial.model.source != "zoo":
         return None
     return zoo.REGISTRY[trial.model_name].max_seq_len
 

@@ -4,7 +4,6 @@ the eager reference outputs that compiled results are checked against."""
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -12,57 +11,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from sweeper import zoo
 from sweeper.measure.memory import cap_memory
 from sweeper.measure.timing import sync
-from sweeper.spec.sections import InputSpec
 from sweeper.spec.trials import Trial
-from sweeper.zoo.bundle import Batch, Bundle, mse_loss, output_tensor, xent_loss
+from sweeper.zoo import sources
+from sweeper.zoo.bundle import Batch, Bundle, output_tensor
 
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 """Modes whose compiled graphs are replayed as CUDA graphs."""
 
 
-def _import(path: str) -> Any:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def _plain_module_bundle(model: nn.Module, spec: InputSpec | None) -> Bundle:
-    """Inputs for a user's plain nn.Module, from the spec's `input` section."""
-    if spec is None:
-        raise ValueError("the factory returned an nn.Module: give the model an 'input' section")
-    num_classes = spec.num_classes
-
-    def make(batch_size: int, seq_len: int | None, gen: torch.Generator) -> Batch:
-        if spec.kind == "image":
-            x = torch.randn(batch_size, spec.channels, spec.size, spec.size, generator=gen)
-        elif spec.kind == "tokens":
-            x = torch.randint(0, spec.vocab_size, (batch_size, seq_len or 128), generator=gen)
-        else:
-            x = torch.randn(batch_size, *spec.shape, generator=gen)
-        labels = torch.randint(0, num_classes, (batch_size,), generator=gen) if num_classes else None
-        tokens = batch_size * (seq_len or 128) if spec.kind == "tokens" else None
-        return Batch(args=(x,), items=batch_size, tokens=tokens, labels=labels)
-
-    return Bundle(model, make, xent_loss if num_classes else mse_loss)
-
-
 def build_bundle(trial: Trial, device: torch.device | None = None) -> Bundle:
-    """The trial's model and input maker. A zoo model is built under `device` as torch's default
-    device, so its weights are created and initialized there (a GPU draws the random weights
-    far faster than the host); a factory's model is built as the factory builds it (on the host,
-    unless it says otherwise) and moved afterwards."""
-    m = trial.model
-    if m.factory:
-        built = _import(m.factory)(**m.kwargs)
-        if isinstance(built, Bundle):
-            return built
-        if not isinstance(built, nn.Module):
-            raise TypeError(f"factory {m.factory} returned {type(built).__name__}, not an nn.Module or Bundle")
-        return _plain_module_bundle(built, m.input)
-    with device if device is not None else contextlib.nullcontext():
-        return _import(zoo.REGISTRY[m.name].builder)(**m.kwargs)
+    """The trial's model and input maker, from whichever source the spec names (sweeper.zoo.sources:
+    zoo, timm and Hugging Face models are built under `device`, a factory's or callable's on the host)."""
+    return sources.build(trial.model, device)
 
 
 def zero_dropout(model: nn.Module) -> None:
@@ -84,6 +46,8 @@ class Workbench:
     batch: Batch
     """The batch that `step` feeds (a stream swaps it batch by batch)."""
     optimizer: torch.optim.Optimizer | None = None
+    blocks: tuple[str, ...] = ()
+    """Class names of the blocks a regional trial compiles (measure.regions.plan_regions)."""
     _initial: dict[str, torch.Tensor] | None = None
 
     @property

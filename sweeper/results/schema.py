@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from sweeper import SweeperError
+
 EAGER = "eager"
 """The mode of a trial that does not compile: the baseline of its context."""
 MODES: tuple[str, ...] = (EAGER, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -83,6 +85,7 @@ COLUMNS: list[Column] = [
     Column("megacache_file", STR, "The artifact kept on the driver, relative to the results directory (null: none, or over the size limit)."),
     Column("compiled_regions", INT, "Modules torch.compile was applied to: 1 for scope whole, the repeated block instances for regional."),
     Column("region_classes", STR, "Class names of the blocks a regional trial compiled in place, comma-separated (null for whole)."),
+    Column("block_choice", STR, "How a regional trial's block was chosen: spec (the model's `block`), zoo (the zoo's own), `found: CLASS, N copies, P% of parameters` (the block finder), or `none: why` when no block qualifies (the trial then fails as compile_error). Null for whole and eager."),
     # steady state
     Column("throughput_items_s", FLOAT, "Items/s: median over timed windows (images or sequences)."),
     Column("throughput_tokens_s", FLOAT, "Real tokens/s for NLP models (median window); null for vision."),
@@ -209,7 +212,7 @@ COLUMN_NAMES = [c.name for c in COLUMNS]
 COLUMN_KINDS: dict[str, Kind] = {c.name: c.kind for c in COLUMNS}
 
 
-class ResultsError(ValueError):
+class ResultsError(SweeperError):
     """Unreadable, corrupt or missing results: the message names the file."""
 
 

@@ -33,7 +33,7 @@ from sweeper.run import artifacts, forks
 from sweeper.run.cpus import cpu_slot
 
 if TYPE_CHECKING:
-    from sweeper.spec.sections import Resources
+    from sweeper.spec.resources import Resources
     from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)

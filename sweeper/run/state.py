@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sweeper import __version__, envinfo
+from sweeper import SweeperError, __version__, envinfo
 from sweeper.results.files import write_json
 from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
 from sweeper.results.store import (
@@ -37,7 +37,7 @@ from sweeper.spec.trials import Trial
 RERUN_ON_RETRY = ("crashed", "timeout")
 
 
-class SweepError(ValueError):
+class SweepError(SweeperError):
     """A results directory that cannot be used as asked: the message says why and what to do."""
 
 

@@ -16,9 +16,11 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
+from sweeper import SweeperError
 from sweeper.spec.base import Strict
+from sweeper.spec.resources import Resources
 from sweeper.spec.search import SearchSpec
-from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, Resources, check_name
+from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, check_name
 from sweeper.spec.workload import WorkloadSpec
 
 __all__ = ["InputSpec", "Phase", "Precision", "SpecError", "SweepSpec", "load_spec", "parse_spec"]
@@ -26,7 +28,7 @@ __all__ = ["InputSpec", "Phase", "Precision", "SpecError", "SweepSpec", "load_sp
 from here."""
 
 
-class SpecError(ValueError):
+class SpecError(SweeperError):
     """A user mistake in a spec: the message is one line naming the field."""
 
 
@@ -82,7 +84,7 @@ class SweepSpec(Strict):
             raise ValueError("axes.bucketing pads token streams: add a workload with 'lengths'")
         if True in self.axes.mark_dynamic and not tasks:
             raise ValueError("axes.mark_dynamic marks dimensions that vary over a stream: add a workload")
-        tasks_by_model = {m.name: m.task for m in self.models}
+        tasks_by_model = {m.name: m.input_task for m in self.models}
         for name, w in self.workloads.items():
             for m in w.models or []:
                 if tasks_by_model.get(m, w.task) != w.task:

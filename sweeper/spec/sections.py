@@ -8,7 +8,7 @@ import json
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sweeper import zoo
 from sweeper.results.schema import MODES
@@ -22,6 +22,8 @@ Scope = Literal["whole", "regional"]
 
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_LIBRARY_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_./-]*$")
+"""After `timm:` or `hf:`: timm architectures and transformers model types (which use '-' and '_')."""
 
 
 def check_name(value: str, what: str) -> str:
@@ -55,23 +57,38 @@ class InputSpec(Strict):
 
 
 class ModelSpec(Strict):
-    """One model: a zoo name, or the user's own `package.module:factory`."""
+    """One model: a zoo name, `timm:<architecture>`, `hf:<model_type>` with a `task`, or the user's
+    own `package.module:factory` (or, through `sweeper.sweep`, a callable carried by value)."""
 
     name: str
-    """A zoo name (see `sweeper models`), or a label for a factory model."""
+    """A zoo name (see `sweeper models`), `timm:NAME`, `hf:MODEL_TYPE`, or a label for a factory model."""
     factory: str | None = None
     """`package.module:callable` returning an nn.Module or a sweeper.zoo.Bundle. Runs that code."""
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    """Keyword arguments for the factory (or overrides for a zoo model's builder)."""
+    """Keyword arguments for the factory; overrides for a zoo model's builder; timm.create_model's
+    keyword arguments (plus `input_size: [C, H, W]`); an `hf:` model's config overrides."""
+    task: str | None = None
+    """An `hf:` model's task: causal-lm, masked-lm, seq-cls, seq2seq or image-cls (the AutoModelFor...
+    class, its inputs and its training loss)."""
     input: InputSpec | None = None
     """Inputs for a factory that returns a plain nn.Module."""
     block: str | None = None
     """Class name of the model's repeated block (e.g. `DecoderLayer`): what `scope: regional`
-    compiles. Zoo models know theirs; this overrides it."""
+    compiles. Zoo models know theirs, other models' is found when the trial runs; this overrides both."""
+    by_value: str | None = None
+    """Set by `sweeper.sweep` for an in-memory callable: the callable, cloudpickled (base64). Not part
+    of the trial's id: `factory_ref` names it there."""
+    factory_ref: str | None = None
+    """Set with `by_value`: the callable's module and name and a hash of its source (its identity)."""
 
     @field_validator("name")
     @classmethod
     def _name_ok(cls, v: str) -> str:
+        prefix, sep, rest = v.partition(":")
+        if sep and prefix in zoo.SOURCE_PREFIXES:
+            if not _LIBRARY_NAME_RE.match(rest):
+                raise ValueError(f"{v!r}: name the {prefix} model after '{prefix}:' (letters, digits, '_', '.', '-')")
+            return v
         return check_name(v, "model")
 
     @field_validator("factory")
@@ -81,30 +98,52 @@ class ModelSpec(Strict):
             raise ValueError(f"{v!r} is not of the form 'package.module:callable'")
         return v
 
+    @property
+    def source(self) -> str:
+        """zoo, timm, hf, factory or callable (sweeper.zoo.sources)."""
+        return zoo.source_of(self.name, self.factory, self.by_value)
+
     @model_validator(mode="after")
     def _known(self) -> ModelSpec:
-        if self.factory is None:
-            if self.name not in zoo.REGISTRY:
-                raise ValueError(f"unknown model {self.name!r}; valid: {', '.join(zoo.names())}")
-            if self.input is not None:
-                raise ValueError("'input' is only for factory models; zoo models build their own")
+        source = self.source
+        if self.factory is not None and self.by_value is not None:
+            raise ValueError("give either 'factory' or a callable, not both")
+        if source in ("zoo", "timm", "hf") and self.input is not None:
+            raise ValueError(f"'input' is only for factory models; {source} models build their own")
+        if source == "zoo" and self.name not in zoo.REGISTRY:
+            raise ValueError(f"unknown model {self.name!r}; valid: {', '.join(zoo.names())}, or timm:NAME, "
+                             "hf:MODEL_TYPE (see `sweeper models`)")
+        if source == "hf" and self.task not in zoo.HF_TASKS:
+            raise ValueError(f"{self.name} needs a 'task': one of {', '.join(zoo.HF_TASKS)}"
+                             + (f" (got {self.task!r})" if self.task is not None else ""))
+        if source != "hf" and self.task is not None:
+            raise ValueError("'task' is only for hf: models")
         return self
 
     @property
     def blocks(self) -> tuple[str, ...]:
-        """Class names of the repeated blocks that regional compilation compiles (may be empty)."""
+        """Class names of the repeated blocks regional compilation compiles, where known before the
+        model is built: the spec's `block`, else the zoo's (empty: found when the trial runs)."""
         if self.block is not None:
             return (self.block,)
-        return zoo.REGISTRY[self.name].blocks if self.factory is None else ()
+        return zoo.REGISTRY[self.name].blocks if self.source == "zoo" else ()
 
     def identity(self) -> dict[str, Any]:
-        """The model as it enters a trial's id: `block` (added later) only when set."""
-        return self.model_dump(mode="json", exclude={"block"} if self.block is None else set())
+        """The model as it enters a trial's id: fields added later (`block`, `task`, `factory_ref`)
+        only when set, and never the pickled callable (`factory_ref` stands for it)."""
+        later = {k for k in ("block", "task", "by_value", "factory_ref") if getattr(self, k) is None}
+        return self.model_dump(mode="json", exclude=later | {"by_value"})
 
     @property
-    def task(self) -> str:
-        if self.factory is None:
+    def input_task(self) -> str:
+        """vision, nlp or custom: which inputs, and which item unit (the rows' `task`)."""
+        source = self.source
+        if source == "zoo":
             return zoo.REGISTRY[self.name].task
+        if source == "timm":
+            return "vision"
+        if source == "hf":
+            return zoo.HF_TASKS[self.task]
         if self.input is not None and self.input.kind == "tokens":
             return "nlp"
         return "vision" if self.input is not None and self.input.kind == "image" else "custom"
@@ -217,52 +256,3 @@ class MeasureSpec(Strict):
 
 _LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences", "trace",
                            "megacache_warm_start", "host_wait_s")
-
-
-class Resources(Strict):
-    """What each trial gets of the cluster (device, GPUs, CPUs), and how many trials run at once."""
-
-    device: Literal["auto", "cuda", "cpu"] = "auto"
-    """auto: cuda when the cluster has GPUs, else cpu."""
-    gpus_per_trial: Annotated[float, Field(gt=0, le=8)] = 1.0
-    """Below 1 lets trials share a GPU (their timings then disturb each other)."""
-    cpus_per_trial: Annotated[int, Field(gt=0)] | None = None
-    """CPUs each trial holds, pinned (whole physical cores, its own on the host): its measuring
-    processes and compile workers run there only. None: on GPUs, each GPU's equal share of its
-    node's CPUs; on CPU, 1 CPU for Ray's scheduling and no pinning."""
-    trials_per_gpu: Annotated[int, Field(ge=1, le=4)] = 1
-    """Above 1, that many trials share each GPU (each asks Ray for 1/N of one): one compiles (CPU
-    work, on its own CPUs) while another times. Their GPU work never overlaps: a measuring process
-    holds the GPU's lock for all but its compiling call (rows: `gpu_lock_wait_s`)."""
-    max_concurrent_trials: PositiveInt | None = None
-    """Trials running at once; None: as many as the cluster's resources allow (CPU trials: 1, they
-    would share cores)."""
-    max_retries: Annotated[int, Field(ge=0, le=5)] = 1
-    """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
-    process_start: Literal["forkserver", "subprocess"] = "forkserver"
-    """How a measuring process starts: forked from its worker's fork server, which imported torch,
-    torchvision and transformers once and never ran anything (docs/measurement.md: what stays fresh), or as a new
-    Python interpreter that imports everything itself."""
-
-    @field_validator("gpus_per_trial")
-    @classmethod
-    def _gpus(cls, v: float, info: ValidationInfo) -> float:
-        if v > 1 and not float(v).is_integer():
-            raise ValueError(f"above 1 it must be a whole number of GPUs (got {v:g})")
-        if v != 1 and info.data.get("device") == "cpu":
-            raise ValueError(f"{v:g} GPUs per trial contradicts device 'cpu' (use device 'cuda' or 'auto')")
-        return v
-
-    @property
-    def gpu_share(self) -> float:
-        """GPUs a trial asks Ray for: gpus_per_trial, or 1/N of one when N trials share each GPU."""
-        return self.gpus_per_trial / self.trials_per_gpu
-
-    @field_validator("trials_per_gpu")
-    @classmethod
-    def _shared(cls, v: int, info: ValidationInfo) -> int:
-        if v > 1 and info.data.get("device") == "cpu":
-            raise ValueError(f"{v} trials per GPU contradicts device 'cpu' (CPU trials run one at a time)")
-        if v > 1 and info.data.get("gpus_per_trial", 1.0) != 1:
-            raise ValueError(f"{v} trials per GPU needs gpus_per_trial 1 (got {info.data['gpus_per_trial']:g})")
-        return v

@@ -127,12 +127,12 @@ def _seq_lens(model: ModelSpec, task: str, spec: SweepSpec) -> list[int | None]:
 def _drop_reason(model: ModelSpec, mode: str, seq_len: int | None, spec: SweepSpec,
                  scope: str = "whole") -> str | None:
     backend = spec.measure.backend
-    if scope == "regional" and not model.blocks:
-        return (f"scope 'regional' needs a repeated block class: {model.name} has none known "
-                "(name it with the model's `block`)")
+    if scope == "regional" and model.source == "zoo" and not model.blocks:
+        return (f"scope 'regional' needs a repeated block class: the zoo knows none for {model.name} "
+                "(name one with the model's `block`)")
     if backend != "inductor" and mode not in ("eager", "default"):
         return f"mode {mode!r} needs the inductor backend (backend is {backend!r})"
-    entry = zoo.REGISTRY.get(model.name) if model.factory is None else None
+    entry = zoo.REGISTRY.get(model.name) if model.source == "zoo" else None
     if entry and entry.max_seq_len and seq_len and seq_len > entry.max_seq_len:
         return f"seq_len {seq_len} exceeds {model.name}'s {entry.max_seq_len} positions"
     return None
@@ -141,7 +141,7 @@ def _drop_reason(model: ModelSpec, mode: str, seq_len: int | None, spec: SweepSp
 def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
     """Every combination for one model. Settings that cannot apply collapse to their default:
     eager has no dynamic flag, only token streams bucket, only streams mark dimensions dynamic."""
-    a, task = spec.axes, model.task
+    a, task = spec.axes, model.input_task
     loads = [n for n, w in spec.workloads.items()
              if w.task == task and (w.models is None or model.name in w.models)] or [None]
     for load in loads:
@@ -193,7 +193,7 @@ def _stream_drop_reason(model: ModelSpec, c: dict[str, Any], stream: dict[str, A
         return None
     if c["phase"] != "infer":
         return "stream workloads are measured for inference only"
-    entry = zoo.REGISTRY.get(model.name) if model.factory is None else None
+    entry = zoo.REGISTRY.get(model.name) if model.source == "zoo" else None
     longest = max(stream.get("lengths") or [0])
     if entry and entry.max_seq_len and longest > entry.max_seq_len:
         return (f"workload {stream['name']!r} has sequences of {longest} tokens, above {model.name}'s "

@@ -2,11 +2,29 @@
 
 Every model is built from its architecture definition with random weights: nothing is
 downloaded. Tiny variants (`*-tiny`) exist so that CPU tests and smoke sweeps finish fast.
+Beside the zoo, `timm:NAME` and `hf:MODEL_TYPE` name any timm or transformers architecture, and
+a factory or an in-memory callable any model of the user's: sweeper.zoo.sources builds them all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+SOURCE_PREFIXES = ("timm", "hf")
+"""`PREFIX:name` names a model of that library."""
+HF_TASKS: dict[str, str] = {"causal-lm": "nlp", "masked-lm": "nlp", "seq-cls": "nlp", "seq2seq": "nlp",
+                            "image-cls": "vision"}
+"""The tasks of an `hf:` model, each with its input task (nlp: token batches; vision: images)."""
+
+
+def source_of(name: str, factory: str | None = None, by_value: str | None = None) -> str:
+    """Where a model comes from: zoo, timm, hf, factory or callable (sweeper.zoo.sources builds each)."""
+    if by_value is not None:
+        return "callable"
+    if factory is not None:
+        return "factory"
+    prefix, sep, _ = name.partition(":")
+    return prefix if sep and prefix in SOURCE_PREFIXES else "zoo"
 
 
 @dataclass(frozen=True)

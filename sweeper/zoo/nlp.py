@@ -54,19 +54,24 @@ def _s2s_loss(out, batch: Batch) -> torch.Tensor:
                                        batch.labels.reshape(-1), ignore_index=-100)
 
 
-_LOSS = {"cls": _cls_loss, "clm": _clm_loss, "seq2seq": _s2s_loss}
+_LOSS = {"cls": _cls_loss, "clm": _clm_loss, "seq2seq": _s2s_loss, "mlm": _s2s_loss}
+"""Losses by token kind: a class, the next token, teacher forcing, every real token (masked LM)."""
 
 
-def _bundle(model: nn.Module, vocab: int, kind: str) -> Bundle:
+def hf_token_bundle(model: nn.Module, vocab: int, kind: str, num_labels: int = 2) -> Bundle:
+    """A transformers model fed token batches of `kind` (cls, clm, seq2seq, mlm), fixed or padded."""
     def make(batch_size: int, seq_len: int | None, gen: torch.Generator) -> Batch:
         n = seq_len or 128
-        return token_batch(vocab, [n] * batch_size, n, gen, kind)
+        return token_batch(vocab, [n] * batch_size, n, gen, kind, num_labels)
 
     def make_padded(lengths: Sequence[int], pad_to: int, gen: torch.Generator) -> Batch:
-        return token_batch(vocab, lengths, pad_to, gen, kind)
+        return token_batch(vocab, lengths, pad_to, gen, kind, num_labels)
 
     model.config.use_cache = False  # no KV cache: a forward pass is the unit measured
     return Bundle(model, make, _LOSS[kind], make_padded=make_padded)
+
+
+_bundle = hf_token_bundle
 
 
 def bert_base(**kw) -> Bundle:

@@ -1,0 +1,55 @@
+"""What a finished sweep prints: the table of its rows, the self-check of its eager baselines, one
+line per failed trial. The CLI and `sweeper.sweep` print the same lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+SUMMARY_COLUMNS = {
+    "model": "model", "mode": "mode", "dynamic": "dynamic", "batch_size": "bs", "seq_len": "seq",
+    "phase": "phase", "precision": "prec", "status": "status", "compile_s": "compile_s",
+    "throughput_items_s": "items/s", "speedup_vs_eager": "speedup", "peak_mem_gib": "peak_GiB",
+}
+STREAM_COLUMNS = {"workload": "workload", "bucketing": "bucketing", "mark_dynamic": "mark_dyn",
+                  "stream_s": "stream_s", "real_tokens_per_s": "real_tok/s", "fell_back_to_eager": "fell_back"}
+
+
+def summary_table(rows: list[dict[str, Any]]) -> str:
+    import pandas as pd
+
+    columns = dict(SUMMARY_COLUMNS)
+    if any(r.get("workload") for r in rows):  # stream trials differ by workload and bucketing
+        columns = {**{k: v for k, v in columns.items() if k != "seq_len"}, **STREAM_COLUMNS}
+    df = pd.DataFrame(rows).reindex(columns=list(columns)).rename(columns=columns)
+    df = df.sort_values(["model", "phase", "prec", "bs", "mode"], kind="stable")
+    return df.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")
+
+
+def failure_lines(rows: list[dict[str, Any]], labels: dict[str, str]) -> list[str]:
+    """One line per failed trial: its setting, status and the first line of its error."""
+    failed = [r for r in rows if r["status"] != "ok"]
+    lines = [f"failed trials: {len(failed)} of {len(rows)}"] if failed else []
+    for r in failed:
+        first = next((line.strip() for line in str(r.get("error") or "").splitlines() if line.strip()), "")
+        label = labels.get(r["trial_id"], r["trial_id"])
+        lines.append(f"  {label}: {r['status'].upper()}{': ' + first[:300] if first else ''}")
+    return lines
+
+
+def baseline_check(df: Any) -> str:
+    """The sweep's self-check, one line (and one per drifted row): every compiled row's in-trial
+    eager baseline against the sweep's eager trial of the same context."""
+    from sweeper.analysis.frames import prepare, setting_label
+    from sweeper.analysis.ranking import DRIFT_LIMIT_PCT
+
+    data = prepare(df)
+    drift = data["baseline_drift_pct"]
+    checked, off = drift.notna(), drift.abs() > DRIFT_LIMIT_PCT
+    lines = [f"baseline check: {int(checked.sum())} compiled rows matched to an eager trial, {int(off.sum())} "
+             f"drift more than {DRIFT_LIMIT_PCT:g}% (their speedup is not established)"]
+    for _, r in data[off].iterrows():
+        at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
+        lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
+                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial{at}: "
+                     f"{r.get('drift_cause') or 'cause unknown'}")
+    return "\n".join(lines)

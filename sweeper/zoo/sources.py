@@ -1,0 +1,76 @@
+"""One builder interface for every source of a model: `build(model, device) -> Bundle`.
+
+A model comes from one of five sources, told apart by how the spec names it:
+
+- the zoo: a name of `sweeper models` (`resnet50`, `bert-tiny`);
+- timm: `timm:<architecture>` (timm.create_model, random weights; timm is an optional extra);
+- Hugging Face: `hf:<model_type>` with a `task` (AutoConfig.for_model and the task's AutoModelFor...);
+- a factory: `factory: package.module:callable`, imported in the measuring process;
+- a callable: a function or nn.Module subclass handed to `sweeper.sweep` in memory, carried to the
+  measuring process by value (`by_value`, base64 cloudpickle).
+
+This module imports no torch at import time: what a spec needs to know before anything is built
+(the input task, the zoo's blocks) is answered here from names alone.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import importlib
+from typing import Any, Protocol
+
+from sweeper.zoo import REGISTRY, source_of
+
+
+class ModelRef(Protocol):
+    """What a builder reads of a spec's model (sweeper.spec.sections.ModelSpec is one)."""
+
+    name: str
+    factory: str | None
+    by_value: str | None
+    kwargs: dict[str, Any]
+    task: str | None
+    input: Any
+
+
+def library_name(name: str) -> str:
+    """The architecture or model type after a `timm:` / `hf:` prefix."""
+    return name.partition(":")[2]
+
+
+def _import(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def load_by_value(blob: str) -> Any:
+    """The callable `sweeper.sweep` pickled by value (cloudpickle, base64)."""
+    import cloudpickle
+
+    return cloudpickle.loads(base64.b64decode(blob))
+
+
+def dump_by_value(obj: Any) -> str:
+    """`obj` pickled by value where it lives in `__main__` (a notebook, a script), by reference otherwise."""
+    import cloudpickle
+
+    return base64.b64encode(cloudpickle.dumps(obj)).decode("ascii")
+
+
+def build(model: ModelRef, device: Any = None) -> Any:
+    """The model's Bundle. Zoo, timm and Hugging Face models are built under `device` as torch's
+    default device, so their random weights are drawn there; a factory's or callable's model is
+    built as its code builds it (on the host, unless it says otherwise) and moved afterwards."""
+    from sweeper.zoo.plain import to_bundle  # imports torch
+
+    source = source_of(model.name, model.factory, model.by_value)
+    if source in ("factory", "callable"):
+        made = _import(model.factory) if source == "factory" else load_by_value(model.by_value)
+        return to_bundle(made(**model.kwargs), model.input, model.factory or model.name)
+    with device if device is not None else contextlib.nullcontext():
+        if source == "timm":
+            return _import("sweeper.zoo.timm_models:build")(library_name(model.name), **model.kwargs)
+        if source == "hf":
+            return _import("sweeper.zoo.hf_models:build")(library_name(model.name), model.task, **model.kwargs)
+        return _import(REGISTRY[model.name].builder)(**model.kwargs)
