@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sys
 import tempfile
 import time
@@ -14,6 +13,8 @@ from pathlib import Path
 from sweeper import __version__, zoo
 from sweeper.results.schema import ResultsError
 from sweeper.spec.schema import SpecError, SweepSpec, load_spec
+from sweeper.cli import stopped
+from sweeper.run import rescue, space
 from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError, SweepState
 from sweeper.spec.trials import Dropped, Trial, expand
@@ -96,13 +97,19 @@ def _run_claimed(args: argparse.Namespace, spec: SweepSpec, state: SweepState, t
         device = runner.resolve_device(spec)
         log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
                  len(trials) - len(todo), device, state.results_path)
+        space.warn_if_short(state.dir, todo, args.tune_logs, args.storage)
         state.save_manifest()
         missing = runner.run_sweep(state, todo, device, storage=args.storage, callbacks=args.callback,
                                    tune_logs=args.tune_logs) if todo else []
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
-        print(f"sweeper: interrupted; {len(state.rows)} of {len(trials)} trials are saved in {state.results_path}; "
-              f"to finish the sweep: {resume_command(args, results_dir)}", file=sys.stderr)
-        return 130
+        return stopped.interrupted(args, state, len(trials))
+    except rescue.ResultsUnwritable as e:  # a row's write failed: stop as Ctrl-C does
+        return stopped.unwritable(args, state, len(trials), e.error)
+    except Exception as e:  # Tune's own records failing on the same file system arrive wrapped
+        error = rescue.unwritable(e, results_dir)
+        if error is None:
+            raise
+        return stopped.unwritable(args, state, len(trials), error)
     return _finish(args, state, trials, missing, time.monotonic() - t0)
 
 
@@ -141,20 +148,6 @@ def failure_lines(rows: list[dict], labels: dict[str, str]) -> list[str]:
         label = labels.get(r["trial_id"], r["trial_id"])
         lines.append(f"  {label}: {r['status'].upper()}{': ' + first[:300] if first else ''}")
     return lines
-
-
-def resume_command(args: argparse.Namespace, results_dir: Path) -> str:
-    """The command that finishes this sweep: the same spec, results and options, with --resume."""
-    prog = ["python", "-m", "sweeper"] if Path(sys.argv[0]).name == "__main__.py" else ["sweeper"]
-    words = [*prog, "run", args.spec, "--results", str(results_dir), "--resume"]
-    for flag, value in (("--address", args.address), ("--storage", args.storage)):
-        words += [flag, value] if value else []
-    for name in args.callback:
-        words += ["--callback", name]
-    if args.tune_logs != TUNE_LOGS:
-        words += ["--tune-logs", ",".join(args.tune_logs) or "none"]
-    words += ["--no-report"] if args.no_report else []
-    return shlex.join(words)
 
 
 def baseline_check(df) -> str:
@@ -280,4 +273,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print("sweeper: interrupted; finished trials are saved (use --resume to finish)", file=sys.stderr)
-        return 130
+        return stopped.EXIT_INTERRUPTED
