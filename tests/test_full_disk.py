@@ -134,3 +134,60 @@ def test_a_sweep_larger_than_the_free_space_is_warned_of_in_one_line(tmp_path):
     assert space.shortfall_line(tmp_path, [trial] * 10, (), None) is None
     smaller = space.estimate_bytes(tmp_path, many, (), "s3://elsewhere")  # no Tune records here
     assert "Tune records" not in smaller
+
+
+def test_a_row_the_full_disk_refuses_is_kept_and_taken_back_on_resume(small_fs, tmp_path, monkeypatch):
+    """The sweep state alone, on the real small file system: the refused row stays in memory, goes
+    to the fallback directory, and the next claim of the directory takes it back exactly once."""
+    from sweeper.results.store import RESULTS_FILE, read_results
+    from sweeper.run import rescue
+    from sweeper.run.state import SweepState
+    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.trials import expand
+
+    monkeypatch.setenv(rescue.FALLBACK_ENV, str(tmp_path / "fallback"))
+    spec = parse_spec(tiny_spec("state", axes={"mode": ["eager"], "batch_size": [1, 2, 3]}))
+    trials = expand(spec)[0]
+    state = SweepState.open(spec, small_fs / "out", resume=False)
+    state.claim()
+    state.add(trials[0], {"status": "ok"})
+    ballast = _fill(small_fs)
+    with pytest.raises(rescue.ResultsUnwritable) as caught:
+        state.add(trials[1], {"status": "ok"})
+    assert caught.value.error.errno == 28 and [r["trial_id"] for r in state.unwritten] == [trials[1].trial_id]
+    assert [r["trial_id"] for r in state.rows] == [trials[0].trial_id, trials[1].trial_id]
+    written, fallback = state.save_unwritten()
+    assert written == 0 and fallback == tmp_path / "fallback" / state.sweep_id and not state.unwritten
+    state.close()  # no compaction on a full disk: the part file stays for the resume
+    ballast.unlink()
+
+    again = SweepState.open(spec, small_fs / "out", resume=True)
+    again.claim()
+    assert sorted(r["trial_id"] for r in again.rows) == sorted(t.trial_id for t in trials[:2])
+    assert not fallback.exists()
+    assert [t.trial_id for t in again.pending(trials)] == [trials[2].trial_id]
+    again.close()
+    assert sorted(read_results([small_fs / "out" / RESULTS_FILE]).trial_id) == sorted(t.trial_id for t in trials[:2])
+
+
+def test_an_oserror_wrapped_by_tune_is_found_behind_its_wrapper(tmp_path):
+    import errno
+
+    from sweeper.run import rescue
+
+    def wrapped(error: OSError) -> BaseException:
+        try:
+            try:
+                raise error
+            except OSError:
+                raise RuntimeError("Traceback (most recent call last): ...")  # as Tune's TuneError(format_exc())
+        except RuntimeError as e:
+            return e
+
+    full = OSError(errno.ENOSPC, "No space left on device")
+    assert rescue.unwritable(wrapped(full), tmp_path) is full
+    inside = FileNotFoundError(errno.ENOENT, "No such file or directory", str(tmp_path / "tune" / "x.json"))
+    assert rescue.unwritable(wrapped(inside), tmp_path) is inside
+    elsewhere = FileNotFoundError(errno.ENOENT, "No such file or directory", "/elsewhere/x")
+    assert rescue.unwritable(wrapped(elsewhere), tmp_path) is None
+    assert rescue.unwritable(ValueError("not a file system's"), tmp_path) is None

@@ -43,6 +43,12 @@ class Head:
     client: str  # ray://HOST:PORT of its Ray Client server
     env: dict[str, str]  # RAY_ADDRESS and this cluster's token
     node_id: str
+    temp_dir: Path
+
+    def client_server_logs(self) -> str:
+        """The tail of each Ray Client server's error log on the head (what a failed attach left)."""
+        logs = sorted(self.temp_dir.glob("session_*/logs/ray_client_server*.err"))
+        return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +74,7 @@ def head() -> Iterator[Head]:
         env = {**env, "RAY_ADDRESS": gcs}
         out = subprocess.run([sys.executable, "-c", _NODE_ID], env=env, capture_output=True, text=True, timeout=HANG_S)
         assert out.returncode == 0, out.stderr[-3000:]
-        yield Head(gcs, f"http://{dashboard}", client, env, out.stdout.split()[-1])
+        yield Head(gcs, f"http://{dashboard}", client, env, out.stdout.split()[-1], temp_dir)
     finally:
         _stop(started)
         log.close()
@@ -105,7 +111,7 @@ def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path
 def test_ray_client_address_runs_the_sweep_and_brings_its_rows_back(head, tmp_path):
     env = {k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}
     out = _sweep(env, tmp_path, "--address", head.client)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, (out.stderr[-3000:], head.client_server_logs())
     assert _node_ids(tmp_path) == {head.node_id}
     assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
 
