@@ -111,7 +111,7 @@ def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path
 def test_ray_client_address_runs_the_sweep_and_brings_its_rows_back(head, tmp_path):
     env = {k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}
     out = _sweep(env, tmp_path, "--address", head.client)
-    assert out.returncode == 0, (out.stderr[-3000:], head.client_server_logs())
+    assert out.returncode == 0, f"{out.stderr[-3000:]}\n{head.client_server_logs()}"
     assert _node_ids(tmp_path) == {head.node_id}
     assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
 
@@ -232,3 +232,30 @@ def test_a_cluster_that_never_answers_ends_the_command_in_one_line_naming_the_se
     assert len(lines) == 1 and lines[0].endswith(
         f"sweeper: error: Ray at {address} did not answer within 3 s (a busy machine or a far cluster may need "
         "longer: set SWEEPER_RAY_CONNECT_S=SECONDS)"), out.stderr[-3000:]
+
+
+def test_a_client_server_that_died_starting_is_tried_again_and_nothing_else_is():
+    """Ray Client's own failure text when the head's per-client server process died starting up
+    (seen on a loaded head) is retried; any other connect error is not."""
+    from sweeper.run import address
+
+    calls: list[int] = []
+
+    def flaky() -> None:
+        calls.append(1)
+        if len(calls) < 3:
+            raise ConnectionAbortedError("Initialization failure from server:\nTraceback ... RuntimeError: "
+                                         "Starting Ray client server failed. See ray_client_server_23000.err")
+
+    address.attach(flaky, "ray://127.0.0.1:10001")
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(ConnectionAbortedError):
+        address.attach(flaky, "127.0.0.1:6379")  # not Ray Client: its first error stands
+    assert len(calls) == 1
+
+    def refused() -> None:
+        raise ConnectionError("ray client connection timeout")
+
+    with pytest.raises(ConnectionError, match="timeout"):
+        address.attach(refused, "ray://127.0.0.1:10001")

@@ -36,7 +36,7 @@ from ray import tune  # noqa: E402
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: E402
 
 from sweeper.run import artifacts, search  # noqa: E402
-from sweeper.run.address import CONNECT_ENV, check_client, connect_limit_s, probe  # noqa: E402
+from sweeper.run.address import CONNECT_ENV, attach, check_client, connect_limit_s, probe  # noqa: E402
 from sweeper.run.cpus import cpus_per_trial  # noqa: E402
 from sweeper.run.isolate import trial_payloads  # noqa: E402
 from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, storage_uri  # noqa: E402,F401
@@ -70,7 +70,7 @@ def connect(address: str | None) -> None:
     if target not in (None, "local"):
         watchdog.start()
     try:
-        ray.init(address=address, **common)
+        attach(lambda: ray.init(address=address, **common), target)
     except ConnectionError as e:
         raise SweepError(f"cannot attach to Ray at {target}: {' '.join(str(e).split())[:300]}") from None
     finally:
