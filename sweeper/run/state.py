@@ -199,15 +199,15 @@ class SweepState:
         row: dict[str, Any] | None = None
         try:
             artifacts.keep(self.dir, trial.trial_id, measured)
-            row = self._remember(make_row(self.sweep_id, self.spec.name, trial, measured))
+            row = make_row(self.sweep_id, self.spec.name, trial, measured)
             self.save_manifest()
             write_part(self.dir, self.next_part, row)
-        except OSError as e:
-            self.unwritten.append(row or self._remember(make_row(self.sweep_id, self.spec.name, trial, measured)))
+        except OSError as e:  # kept in memory only, for run.rescue
+            self.unwritten.append(self._remember(row or make_row(self.sweep_id, self.spec.name, trial, measured)))
             self.write_failed = True
             raise rescue.ResultsUnwritable(e) from None
         self.next_part += 1
-        return row
+        return self._remember(row)  # rows counts it once it is on disk
 
     def _remember(self, row: dict[str, Any]) -> dict[str, Any]:
         self.by_trial.pop(row["trial_id"], None)  # a rerun's row goes last, as on disk
