@@ -23,6 +23,7 @@ import yaml
 
 from sweeper.results.store import MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, part_files, read_results
 from sweeper.spec.schema import load_spec
+from sweeper.run.rescue import ResultsUnwritable
 from sweeper.run.state import SweepState
 from sweeper.spec.trials import expand
 
@@ -276,8 +277,9 @@ def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
     def disk_full(*args):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr(os, "fsync", disk_full)
-    with pytest.raises(OSError):
+    with pytest.raises(ResultsUnwritable) as caught:  # stops the sweep as Ctrl-C does (run.rescue)
         state.add(trial, {"status": "ok"})
+    assert caught.value.error.errno == 28 and [r["trial_id"] for r in state.unwritten] == [trial.trial_id]
     assert (out / RESULTS_FILE).read_bytes() == good
     assert {p.name for p in out.iterdir()} == {RESULTS_FILE, MANIFEST_FILE, PARTS_DIR}
     assert list((out / PARTS_DIR).iterdir()) == []  # no part, no temp file left
