@@ -1,9 +1,11 @@
-"""Shared fixtures: one local Ray per test session, and a helper that runs a real sweep."""
+"""Shared fixtures: one local Ray per test session, and a helper that runs a real sweep;
+`pytest --cpu-hogs cores` runs the suite with every core kept busy beside it."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +17,31 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # test-only model factories (faulty_models.py, ...)
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+CPU_HOG = "while True: pass  # sweeper-test-cpu-hog"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-hogs", default="0", metavar="N",
+                     help="run the tests under load: N processes (or 'cores': one per CPU) spin at 100%% CPU, "
+                          "at normal priority, for the whole session")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getoption("--cpu-hogs")
+    count = (os.cpu_count() or 1) if value == "cores" else int(value)
+    config._cpu_hogs = [subprocess.Popen([sys.executable, "-c", CPU_HOG], start_new_session=True)  # type: ignore[attr-defined]
+                        for _ in range(count)]
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    hogs = getattr(config, "_cpu_hogs", [])
+    return f"under load: {len(hogs)} CPU hogs (pids {', '.join(str(p.pid) for p in hogs)})" if hogs else None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for hog in getattr(config, "_cpu_hogs", []):  # by their own ids: nothing else is touched
+        hog.send_signal(signal.SIGKILL)
+        hog.wait()
 
 
 @pytest.fixture(scope="session")

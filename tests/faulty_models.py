@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -170,6 +171,28 @@ def make_slow(seconds: float = 1.0) -> nn.Module:
     """Healthy, but takes `seconds` to build: gives a test time to act between trials."""
     time.sleep(seconds)
     return _Fault()
+
+
+_gate_ticket: int | None = None
+
+
+def make_gated(tickets_dir: str, gate: str, free: int = 1, features: int = 8) -> nn.Module:
+    """Healthy; the first `free` measuring processes to build it go on at once, every later one
+    waits until the file `gate` exists. A test holds a sweep between trials for as long as it needs
+    (its next trial is measuring, not finished), then creates `gate` to let the rest run."""
+    global _gate_ticket
+    if _gate_ticket is None:  # one ticket per process, however often it builds the model
+        Path(tickets_dir).mkdir(parents=True, exist_ok=True)
+        _gate_ticket = 0
+        while True:
+            try:
+                os.close(os.open(Path(tickets_dir) / str(_gate_ticket), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                _gate_ticket += 1
+    while _gate_ticket >= free and not Path(gate).exists():
+        time.sleep(0.05)
+    return _Fault(features)
 
 
 def make_unbuildable() -> nn.Module:

@@ -1,6 +1,9 @@
 """Test-only: a sweep with `trials_per_gpu: 2` through the real runner, on a private Ray that
 declares two GPUs on this CPU-only machine, with the measuring replaced by a probe that records
-which GPU Ray gave the trial, when it ran and what its payload said.
+which GPU Ray gave the trial, when it ran and what its payload said. Each probe stays until four
+probes have started (files in a directory count them; at most `BARRIER_S`, which only catches a
+runner that never runs four at once), so the first four overlap because the runner ran them
+together, whatever the machine's speed.
 
     python tests/shared_gpu_probe.py RESULTS_DIR
 """
@@ -23,10 +26,17 @@ from sweeper.run.state import SweepState
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
 
+BARRIER_S = 300
+
 
 def probe(payload: dict, max_retries: int = 1) -> dict:
     start = time.time()
-    time.sleep(1.5)
+    running = Path(os.environ["SHARED_GPU_PROBE_RUNNING"])  # read in the worker, which inherits it
+    (running / f"{os.getpid()}-{payload['trial']['trial_id']}").touch()
+    deadline = time.monotonic() + BARRIER_S
+    while len(list(running.iterdir())) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # the others see four too before this one leaves
     facts = {"gpu_ids": [str(g) for g in ray.get_gpu_ids()], "cuda_visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
              "trials_per_gpu": payload["trials_per_gpu"], "pin_cpus": payload["pin_cpus"],
              "start": start, "end": time.time()}
@@ -35,6 +45,8 @@ def probe(payload: dict, max_retries: int = 1) -> dict:
 
 def main() -> int:
     results = Path(sys.argv[1])
+    (results.parent / "running").mkdir(parents=True, exist_ok=True)
+    os.environ["SHARED_GPU_PROBE_RUNNING"] = str(results.parent / "running")  # Ray's workers inherit it
     spec = parse_spec(tiny_spec("shared", axes={"batch_size": [1, 2, 4, 8]},
                                 resources={"device": "cuda", "trials_per_gpu": 2, "max_concurrent_trials": None}))
     trials, _ = expand(spec)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -102,34 +103,45 @@ def test_output_files_follow_the_umask(umask, tmp_path) -> None:
         assert path.stat().st_mode & 0o777 == expected, (path, oct(path.stat().st_mode))
 
 
-def _eager_spec(tmp_path: Path, name: str, factory: str, batch_sizes: list[int]) -> Path:
-    return write_spec(tmp_path, tiny_spec(name, models=[{"name": "m", "factory": factory,
+def _eager_spec(tmp_path: Path, name: str, factory: str, batch_sizes: list[int], **kwargs: object) -> Path:
+    return write_spec(tmp_path, tiny_spec(name, models=[{"name": "m", "factory": factory, "kwargs": kwargs,
                                                          "input": {"kind": "tensor", "shape": [8]}}],
                                           axes={"mode": ["eager"], "batch_size": batch_sizes},
                                           resources={"max_concurrent_trials": 1}))
 
 
-def _wait_for_rows(results: Path, proc: subprocess.Popen, log: Path, timeout_s: float = 240) -> None:
-    """Until the sweep's directory holds a row (a part file, before any compaction)."""
+def _wait_for(what: str, done: Callable[[], bool], proc: subprocess.Popen, log: Path,
+              timeout_s: float = 600) -> None:
+    """Until `done()`; the timeout only catches a hang (generous: a loaded 2-core machine is slow)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert proc.poll() is None, f"the sweep ended before {what}:\n{log.read_text()[-3000:]}"
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} after {timeout_s} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def _rows_on_disk(results_dir: Path) -> int:
+    """Rows the sweep's directory holds so far (part files and the compacted file)."""
     from sweeper.results.schema import ResultsError
     from sweeper.results.store import read_results
 
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(ResultsError, FileNotFoundError):
-            if len(read_results([results.parent])) >= 1:
-                return
-        assert proc.poll() is None, f"the sweep ended before Ctrl-C:\n{log.read_text()[-3000:]}"
-        time.sleep(0.2)
-    pytest.fail(f"no row after {timeout_s} s:\n{log.read_text()[-3000:]}")
+    with contextlib.suppress(ResultsError, FileNotFoundError):
+        return len(read_results([results_dir]))
+    return 0
 
 
 @pytest.mark.slow
 def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> None:
-    """Ctrl-C in a terminal: SIGINT to the sweep's whole process group, after its first row."""
+    """Ctrl-C in a terminal: SIGINT to the sweep's whole process group, after its first row, while
+    its second trial is measuring. That trial waits for a gate file the test creates only after
+    the interrupt, so the signal lands mid-sweep however fast or slow the machine is."""
     from sweeper.results.store import RESULTS_FILE, read_results
 
-    spec, out = _eager_spec(tmp_path, "interrupt", "faulty_models:make_ok", [1, 2, 3, 4, 5, 6]), tmp_path / "out"
+    tickets, gate = tmp_path / "tickets", tmp_path / "gate"
+    spec = _eager_spec(tmp_path, "interrupt", "faulty_models:make_gated", [1, 2, 3, 4, 5, 6],
+                       tickets_dir=str(tickets), gate=str(gate))
+    out = tmp_path / "out"
     ray_tmp = Path(tempfile.mkdtemp(prefix="swi-"))  # its own Ray, short for socket paths
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp), "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests")])}
     env.pop("RAY_ADDRESS", None)
@@ -139,9 +151,10 @@ def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> 
                                    "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path,
                                   start_new_session=True)
     try:
-        _wait_for_rows(out / RESULTS_FILE, driver, log)
+        _wait_for("a row", lambda: _rows_on_disk(out) >= 1, driver, log)
+        _wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log)
         os.killpg(driver.pid, signal.SIGINT)
-        assert driver.wait(timeout=120) == 130, log.read_text()[-3000:]
+        assert driver.wait(timeout=600) == 130, log.read_text()[-3000:]  # the timeout only catches a hang
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(driver.pid, signal.SIGKILL)
@@ -156,8 +169,8 @@ def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> 
     command = f"python -m sweeper run {spec} --results {out} --resume --no-report"
     assert last.startswith("sweeper: interrupted; ") and last.endswith(f"to finish the sweep: {command}"), last
     saved = len(read_results([out / RESULTS_FILE]))
-    assert f"; {saved} of 6 trials are saved in {out / RESULTS_FILE};" in last
-    assert saved < 6, "the interrupt came too late to test"
+    assert saved == 1 and f"; 1 of 6 trials are saved in {out / RESULTS_FILE};" in last
+    gate.touch()
     assert run_cli(shlex.split(command)[3:]) == 0  # the printed command finishes the sweep
     assert len(read_results([out / RESULTS_FILE])) == 6
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sweeper import SweeperError
 from sweeper.api.models import carry_callables
 from sweeper.api.results import Results
 from sweeper.api.summary import baseline_check, failure_lines, summary_table
+from sweeper.run import rescue, space
 from sweeper.run.options import TUNE_LOGS
 from sweeper.run.state import SweepError, SweepState
 from sweeper.spec.schema import SpecError, SweepSpec, load_spec, parse_spec
@@ -36,6 +38,30 @@ class SweepInterrupted(KeyboardInterrupt):
     def __init__(self, saved: int, total: int, results_path: Path):
         super().__init__(f"interrupted; {saved} of {total} trials are saved in {results_path}")
         self.saved, self.total, self.results_path = saved, total, results_path
+
+
+class SweepUnwritable(SweeperError):
+    """A write into the results directory failed (a full disk): the sweep stopped as on Ctrl-C and
+    every measured row was kept (written again, or into the fallback directory the message names)."""
+
+    def __init__(self, message: str, results_dir: Path):
+        super().__init__(message)
+        self.results_dir = results_dir
+
+
+def unwritable_summary(state: SweepState, total: int, error: OSError) -> str:
+    """Write the refused rows again, else into the fallback directory; say what went where."""
+    log.debug("the write that failed", exc_info=error)  # the traceback, with -v only
+    refused = len(state.unwritten)
+    written, fallback = state.save_unwritten()
+    where = f" ({error.filename})" if error.filename else ""
+    elsewhere = refused - written if fallback is not None else 0
+    saved = f"{len(state.rows) - elsewhere - len(state.unwritten)} of {total} trials are saved in {state.results_path}"
+    if elsewhere:
+        saved += f" and {elsewhere} more in {fallback} (--resume takes them back)"
+    if state.unwritten:
+        saved += f"; {len(state.unwritten)} measured rows could be written nowhere (see above)"
+    return f"cannot write into {state.dir}: {error.strerror or error}{where}; {saved}"
 
 
 @dataclass(frozen=True)
@@ -112,11 +138,19 @@ def _run_claimed(opts: RunOptions, state: SweepState, trials: list[Trial], dropp
         device = runner.resolve_device(state.spec)
         log.info("sweep %s: %d trials (%d already done) on %s -> %s", state.sweep_id, len(trials),
                  len(trials) - len(todo), device, state.results_path)
+        space.warn_if_short(state.dir, todo, opts.tune_logs, opts.storage)
         state.save_manifest()
         missing = runner.run_sweep(state, todo, device, storage=opts.storage, callbacks=list(opts.callbacks),
                                    tune_logs=opts.tune_logs) if todo else []
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
         raise SweepInterrupted(len(state.rows), len(trials), state.results_path) from None
+    except rescue.ResultsUnwritable as e:  # a row's write failed: stop as Ctrl-C does
+        raise SweepUnwritable(unwritable_summary(state, len(trials), e.error), state.dir) from None
+    except Exception as e:  # Tune's own records failing on the same file system arrive wrapped
+        error = rescue.unwritable(e, state.dir)
+        if error is None:
+            raise
+        raise SweepUnwritable(unwritable_summary(state, len(trials), error), state.dir) from None
     log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), time.monotonic() - t0,
              state.results_path)
     return missing

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shlex
 import sys
 from pathlib import Path
 
 from sweeper import SweeperError, __version__, zoo
 from sweeper.api import run as api_run
-from sweeper.api.run import RunOptions, SweepInterrupted, expand_trials
+from sweeper.api.run import RunOptions, SweepInterrupted, SweepUnwritable, expand_trials
+from sweeper.cli import stopped
 from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError
 from sweeper.spec.schema import load_spec
@@ -56,27 +56,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     try:
         res = api_run.run(args.spec, opts)
     except SweepInterrupted as stop:
-        print(f"sweeper: {stop}; to finish the sweep: {resume_command(args, stop.results_path.parent)}",
+        print(f"sweeper: {stop}; to finish the sweep: {stopped.resume_command(args, stop.results_path.parent)}",
               file=sys.stderr)
-        return 130
+        return stopped.EXIT_INTERRUPTED
+    except SweepUnwritable as stop:
+        print(f"sweeper: stopped: {stop}; free space there, then finish the sweep: "
+              f"{stopped.resume_command(args, stop.results_dir)}", file=sys.stderr)
+        return stopped.EXIT_UNWRITABLE
     if len(res) and not res.df["status"].eq("ok").any():
         print(f"sweeper: every trial failed ({len(res)}); the errors are above", file=sys.stderr)
         return 1
     return 1 if res.missing else 0
-
-
-def resume_command(args: argparse.Namespace, results_dir: Path) -> str:
-    """The command that finishes this sweep: the same spec, results and options, with --resume."""
-    prog = ["python", "-m", "sweeper"] if Path(sys.argv[0]).name == "__main__.py" else ["sweeper"]
-    words = [*prog, "run", args.spec, "--results", str(results_dir), "--resume"]
-    for flag, value in (("--address", args.address), ("--storage", args.storage)):
-        words += [flag, value] if value else []
-    for name in args.callback:
-        words += ["--callback", name]
-    if args.tune_logs != TUNE_LOGS:
-        words += ["--tune-logs", ",".join(args.tune_logs) or "none"]
-    words += ["--no-report"] if args.no_report else []
-    return shlex.join(words)
 
 
 def _tune_logs(value: str) -> tuple[str, ...]:
@@ -171,4 +161,4 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except KeyboardInterrupt:
         print("sweeper: interrupted; finished trials are saved (use --resume to finish)", file=sys.stderr)
-        return 130
+        return stopped.EXIT_INTERRUPTED

@@ -1,16 +1,61 @@
 """The `--address` checks made before Ray's own connect: Ray Client's extra for a ray://
-address, and something listening at HOST:PORT (a head still starting gets PROBE_S)."""
+address, and something listening at HOST:PORT (a head still starting gets PROBE_S); and how long
+Ray's own connect may take (`connect_limit_s`)."""
 
 from __future__ import annotations
 
+import logging
+import os
 import socket
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from sweeper.run.state import SweepError
 
+log = logging.getLogger(__name__)
 PROBE_S = 10.0
 """How long an address may refuse connections (a head still starting) before the sweep gives up."""
+CONNECT_ENV = "SWEEPER_RAY_CONNECT_S"
+CONNECT_S = 120.0
+"""Ray's own connect to a cluster that accepts connections must finish within this, else the
+command ends with one line naming the address and CONNECT_ENV, which sets the limit. Measured by
+benchmarks/ray_connect.py on a 2-core VM (experiments/results/cpu/ray_connect/): a Ray Client
+connect took 1.9-3.8 s idle and 2.5-4.4 s with a CPU-burning process per core, a GCS connect
+under 1.3 s; the test suite on that machine, with a sweep and an install beside it, saw one exceed
+25 s. The default leaves room for a far more loaded machine or a distant head."""
+
+CLIENT_RETRIES = 3
+"""A Ray Client head starts a server process per client; on a loaded head that process can die
+starting up ("Starting Ray client server failed"): the attach is tried again this many times."""
+
+
+def attach(init: Callable[[], None], target: str | None) -> None:
+    """`init()` (ray.init), tried again when a Ray Client head failed to start this client's server;
+    the connect limit's watchdog bounds all attempts together."""
+    for attempt in range(CLIENT_RETRIES + 1):
+        try:
+            init()
+            return
+        except ConnectionError as e:
+            transient = (target or "").startswith("ray://") and "Starting Ray client server failed" in str(e)
+            if not transient or attempt == CLIENT_RETRIES:
+                raise
+            log.warning("sweeper: Ray at %s could not start a client server (a busy head); trying again", target)
+
+
+def connect_limit_s() -> float:
+    """The connect limit in seconds: CONNECT_ENV if set (a positive number), else CONNECT_S."""
+    value = os.environ.get(CONNECT_ENV)
+    if value is None:
+        return CONNECT_S
+    try:
+        limit = float(value)
+    except ValueError:
+        limit = 0.0
+    if not limit > 0:
+        raise SweepError(f"{CONNECT_ENV}={value!r}: not a positive number of seconds")
+    return limit
 
 
 def check_client(target: str | None) -> None:

@@ -36,7 +36,7 @@ from ray import tune
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sweeper.run import artifacts, search
-from sweeper.run.address import check_client, probe
+from sweeper.run.address import CONNECT_ENV, attach, check_client, connect_limit_s, probe
 from sweeper.run.cpus import cpus_per_trial
 from sweeper.run.isolate import trial_payloads
 from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, import_tensorboardx_without_torch, storage_uri
@@ -46,17 +46,16 @@ from sweeper.spec.schema import SweepSpec
 from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)
-CONNECT_S = 25.0
-"""Ray's own connect must finish within this (the whole command then ends within 30 s)."""
 
 
 def connect(address: str | None) -> None:
     """Ray's own rules: no address is plain `ray.init()` (RAY_ADDRESS, else the `ray start`
     cluster running on this machine, else a new local Ray without dashboard); `local` is always
     a new private Ray; `auto`, HOST:PORT and ray://HOST:PORT attach to a cluster. An address
-    with nothing behind it is a SweepError naming it, raised within CONNECT_S."""
+    with nothing behind it is a SweepError naming it; a silent one ends it (connect_limit_s)."""
     target = address or os.environ.get("RAY_ADDRESS") or None
     check_client(target)
+    limit_s = connect_limit_s()
     if ray.is_initialized():
         return
     for name in ("ray.tune", "ray.train", "ray.air"):
@@ -65,12 +64,12 @@ def connect(address: str | None) -> None:
         probe(target)
     common: dict[str, Any] = {"logging_level": logging.WARNING, "log_to_driver": False,
                               "configure_logging": True, "include_dashboard": False}
-    watchdog = threading.Timer(CONNECT_S, _give_up, args=(target,))
+    watchdog = threading.Timer(limit_s, _give_up, args=(target, limit_s))
     watchdog.daemon = True
     if target not in (None, "local"):
         watchdog.start()
     try:
-        ray.init(address=address, **common)
+        attach(lambda: ray.init(address=address, **common), target)
     except ConnectionError as e:
         raise SweepError(f"cannot attach to Ray at {target}: {' '.join(str(e).split())[:300]}") from None
     finally:
@@ -78,9 +77,10 @@ def connect(address: str | None) -> None:
     signal.signal(signal.SIGTERM, _interrupt)  # ray.init installed sys.exit; stop like Ctrl-C instead
 
 
-def _give_up(address: str) -> None:
+def _give_up(address: str, limit_s: float) -> None:
     """Ray's connect blocks in native code, where no signal handler runs: end the process."""
-    log.error("sweeper: error: Ray at %s did not answer within %.0f s", address, CONNECT_S)
+    log.error("sweeper: error: Ray at %s did not answer within %.0f s (a busy machine or a far cluster may "
+              "need longer: set %s=SECONDS)", address, limit_s, CONNECT_ENV)
     logging.shutdown()
     os._exit(2)
 

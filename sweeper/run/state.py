@@ -10,6 +10,7 @@ directory (run.owner): a second driver on it is refused before Ray starts.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -29,11 +30,12 @@ from sweeper.results.store import (
     read_results,
     write_part,
 )
-from sweeper.run import artifacts
+from sweeper.run import artifacts, rescue
 from sweeper.run.owner import DirectoryInUse, Ownership, check_not_owned, claim
 from sweeper.spec.schema import SweepSpec
 from sweeper.spec.trials import Trial
 
+log = logging.getLogger(__name__)
 RERUN_ON_RETRY = ("crashed", "timeout")
 
 
@@ -68,6 +70,10 @@ class SweepState:
     """A new sweep's manifest, written by `save_manifest` once the sweep really starts."""
     ownership: Ownership | None = None
     next_part: int = 0
+    unwritten: list[dict[str, Any]] = field(default_factory=list)
+    """Rows measured but not written: the results directory refused them (run.rescue)."""
+    write_failed: bool = False
+    """A write into the directory failed: the sweep stopped; its part files wait for a resume."""
 
     @property
     def results_path(self) -> Path:
@@ -154,15 +160,38 @@ class SweepState:
             self.by_trial, self.unsaved_manifest = now.by_trial, None
             self.sweep_id = now.sweep_id
         self.ownership = ownership
-        if part_files(self.dir):
-            compact(self.dir, self.rows)
-        self.next_part = next_part_seq(self.dir)
-
-    def close(self) -> None:
-        """Compact this sweep's part files into results.parquet and give up the directory."""
         try:
+            self._take_back_fallback_rows()
             if part_files(self.dir):
                 compact(self.dir, self.rows)
+        except OSError as e:
+            self.write_failed = True  # leaves the parts as they are
+            self.close()
+            raise SweepError(f"{self.dir}: cannot write results there ({e.strerror or e}); free space there "
+                             "and run the command again (nothing is lost)") from None
+        self.next_part = next_part_seq(self.dir)
+
+    def _take_back_fallback_rows(self) -> None:
+        """Rows an earlier run of this sweep could only write to its fallback directory: into this
+        directory as part files (the next compaction takes them in), then the fallback is removed."""
+        rows = [_clean(r) for r in rescue.adopt(self.sweep_id)]
+        if not rows:
+            return
+        seq = next_part_seq(self.dir)
+        for i, row in enumerate(rows):
+            write_part(self.dir, seq + i, row)
+            self._remember(row)
+        rescue.discard(self.sweep_id)
+
+    def close(self) -> None:
+        """Compact this sweep's part files into results.parquet and give up the directory. A
+        compaction the file system refuses leaves the part files, which a resume compacts."""
+        try:
+            if part_files(self.dir) and not self.write_failed:
+                compact(self.dir, self.rows)
+        except OSError as e:
+            log.warning("sweeper: could not compact the rows into %s (%s); they stay in %s/ and --resume "
+                        "compacts them", self.results_path, e.strerror or e, self.dir / PARTS_DIR)
         finally:
             if self.ownership is not None:
                 self.ownership.release()
@@ -176,14 +205,30 @@ class SweepState:
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
         """Record one finished trial durably (and any large file still inside it); a rerun replaces the
         trial's previous row."""
-        artifacts.keep(self.dir, trial.trial_id, measured)
-        row = make_row(self.sweep_id, self.spec.name, trial, measured)
-        self.save_manifest()
-        write_part(self.dir, self.next_part, row)
+        row: dict[str, Any] | None = None
+        try:
+            artifacts.keep(self.dir, trial.trial_id, measured)
+            row = make_row(self.sweep_id, self.spec.name, trial, measured)
+            self.save_manifest()
+            write_part(self.dir, self.next_part, row)
+        except OSError as e:  # kept in memory only, for run.rescue
+            self.unwritten.append(self._remember(row or make_row(self.sweep_id, self.spec.name, trial, measured)))
+            self.write_failed = True
+            raise rescue.ResultsUnwritable(e) from None
         self.next_part += 1
-        self.by_trial.pop(trial.trial_id, None)  # a rerun's row goes last, as on disk
-        self.by_trial[trial.trial_id] = row
+        return self._remember(row)  # rows counts it once it is on disk
+
+    def _remember(self, row: dict[str, Any]) -> dict[str, Any]:
+        self.by_trial.pop(row["trial_id"], None)  # a rerun's row goes last, as on disk
+        self.by_trial[row["trial_id"]] = row
         return row
+
+    def save_unwritten(self) -> tuple[int, Path | None]:
+        """Write the rows the directory refused (run.rescue.save): how many it took now, and the
+        fallback directory the rest went to."""
+        written, fallback = rescue.save(self.dir, self.sweep_id, self.unwritten)
+        self.unwritten = self.unwritten[written:] if fallback is None else []
+        return written, fallback
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
