@@ -52,8 +52,8 @@ def test_compiled_and_eager_windows_alternate_and_the_row_uses_the_alternated_ea
     calls = []
     real = matching.run_matched
 
-    def spy(arms, windows):
-        matched = real(arms, windows)
+    def spy(arms, windows, wait_s=0.0):
+        matched = real(arms, windows, wait_s)
         calls.append((len(arms), matched))
         return matched
 

@@ -92,7 +92,8 @@ def test_smoke_run_times_plain_tool_and_the_steps_between(tmp_path):
     assert results["restored"]["accuracy_ok"] is True
     assert 0 <= results["markers"]["host_busy_windows_pct"] <= 100  # counted over its 4 windows (None: never ran)
     assert results["health"]["graph_breaks"] == 0 and results["health"]["graphs"] == 1
-    assert results["pipeline"]["row_status"] == "ok" and results["pipeline"]["row_timed_windows"] == 5
+    assert results["pipeline"]["row_status"] == "ok"
+    assert 5 <= results["pipeline"]["row_timed_windows"] <= 15  # more rounds while the host reads slow
     assert "vit-tiny train fp32 (matmul high) batch 2 default (eager), cpu" in done.stdout
     progress = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert [line.split()[:3] for line in progress] == [[f"[{i}/8]", "vit-tiny:fp32:default", f"{v}:"]
