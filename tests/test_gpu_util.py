@@ -4,6 +4,7 @@ check that sampling does not disturb the timing (on a GPU only)."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import types
@@ -24,13 +25,14 @@ class FakeNVML(types.ModuleType):
 
     NVML_SUCCESS = 0
     NVML_FI_DEV_POWER_INSTANT = 186
+    NVML_CLOCK_SM = 1
 
     class NVMLError(Exception):
         pass
 
     def __init__(self, instant: bool = True):
         super().__init__("pynvml")
-        self.instant, self.sm_pct, self.calls = instant, 50.0, 0
+        self.instant, self.sm_pct, self.calls, self.clock_mhz = instant, 50.0, 0, 1980
         self.lock = threading.Lock()
 
     def nvmlInit(self) -> None:
@@ -40,6 +42,10 @@ class FakeNVML(types.ModuleType):
         with self.lock:
             self.calls += 1
         return types.SimpleNamespace(gpu=self.sm_pct, memory=self.sm_pct / 2)
+
+    def nvmlDeviceGetClockInfo(self, handle, clock) -> int:
+        assert clock == self.NVML_CLOCK_SM
+        return self.clock_mhz
 
     def nvmlDeviceGetPowerUsage(self, handle) -> int:
         return 300_000  # mW, the driver's averaged figure
@@ -131,6 +137,9 @@ def test_the_pipeline_samples_each_arm_inside_its_windows(tmp_path, monkeypatch)
         assert row["status"] == "ok", row["error"]
         assert row["gpu_util_pct"] == row["eager_gpu_util_pct"] == pytest.approx(64.0)
         assert row["gpu_mem_util_pct"] == pytest.approx(32.0) and row["eager_gpu_power_w"] == pytest.approx(64.0)
+        assert row["gpu_clock_mhz"] == row["eager_gpu_clock_mhz"] == 1980
+        windows = json.loads(row["windows_json"])
+        assert windows["eager_clock_mhz"] == [1980] * len(windows["eager_s_per_iter"])
 
 
 def test_sampling_switched_off_reads_nothing(tmp_path, monkeypatch) -> None:

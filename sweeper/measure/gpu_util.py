@@ -58,6 +58,13 @@ class Probe:
             return None
         return value.value.uiVal / 1e3 if value.nvmlReturn == self.nvml.NVML_SUCCESS else None
 
+    def sm_clock_mhz(self) -> float | None:
+        """The SM clock now (MHz); None when the driver will not say."""
+        try:
+            return float(self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM))
+        except (self.nvml.NVMLError, AttributeError):
+            return None
+
     def read(self) -> Reading:
         rates = self.nvml.nvmlDeviceGetUtilizationRates(self.handle)
         power = self._power_instant() if self.instant_power else None
@@ -141,6 +148,10 @@ class Sampler:
             arm, readings, self._arm = self._arm, self._readings, None
         if arm is not None:
             arm.add_window(readings)
+
+    def clock_mhz(self) -> float | None:
+        """The SM clock now, read on the caller's thread (NVML is thread-safe)."""
+        return self.probe.sm_clock_mhz()
 
     def close(self) -> None:
         self._closed = True

@@ -77,7 +77,8 @@ class Context:
     def arm(self, module: torch.nn.Module, iters: int, mem: MemoryTracker | None = None) -> tuple[Arm, _Watch]:
         """An arm whose windows are watched for compiling neighbours (and for memory, if given)."""
         watch = _Watch(self.busy, mem, self.gpu)
-        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after), watch
+        clock = self.gpu.clock_mhz if self.gpu is not None else None
+        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock), watch
 
 
 @dataclass
@@ -239,8 +240,8 @@ EAGER_BASELINE = {"speedup_vs_eager": 1.0, "speedup_ci_low": 1.0, "speedup_ci_hi
 
 def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
     row = ctx.row
-    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", "witness_ms", "throughput_slow_items_s",
-              *gpu_util.COLUMNS):
+    for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", "witness_ms", "gpu_clock_mhz",
+              "throughput_slow_items_s", *gpu_util.COLUMNS):
         row[k] = row[f"eager_{k}"]
     row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
                peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)
