@@ -138,3 +138,34 @@ def test_gated_rounds_are_timed_at_the_fast_state(monkeypatch, tmp_path):
 def test_the_default_wait_is_for_gpus_only():
     assert matching.wait_allowance_s(None, "cuda") == matching.DEFAULT_GPU_WAIT_S
     assert matching.wait_allowance_s(None, "cpu") == 0.0 and matching.wait_allowance_s(3.0, "cpu") == 3.0
+
+
+class _Clock:
+    """A clock each witness reading advances by what the reading says (ms) plus the gate's pause."""
+
+    def __init__(self, readings: list[float]):
+        self.now, self.readings = 0.0, iter(readings)
+
+    def probe(self) -> float:
+        ms = next(self.readings)
+        self.now += ms / 1e3
+        return ms
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.now += s
+
+
+def test_a_hosts_first_gate_surveys_the_witness_so_a_slow_start_is_not_its_fast_state(monkeypatch, tmp_path):
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    # a slow stretch of 100 readings (about 1.2 s with the gate's pauses: well past ten readings), then fast
+    clock = _Clock([1.6] * 100 + [1.0] * 10**5)
+    monkeypatch.setattr(witness, "probe_ms", clock.probe)
+    monkeypatch.setattr(matching, "time", clock)
+    gate = matching.HostGate(wait_s=0.0)
+    assert gate.ref_ms == 1.0 and clock.now >= matching.SURVEY_S  # ten readings would have said 1.6
+    assert witness.host_fast_ms() == 1.0  # recorded for the host's later trials: they read ten only
+    before = clock.now
+    assert matching.HostGate(wait_s=0.0).ref_ms == 1.0 and clock.now - before < 0.1

@@ -133,10 +133,12 @@ def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
     if df.empty:
         empty = pd.Series(dtype="float64", index=df.index)
         return {"baseline_drift_pct": empty, "drift_state": empty.astype("object"),
-                "drift_cause": empty.astype("object"), "eager_trial_speedup": empty,
+                "drift_cause": empty.astype("object"), "eager_trial_speedup": empty, "baseline_peers": empty,
+                "drift_limit_pct": empty,
                 "speedup_low": empty, "speedup_high": empty}
     trials = _EagerTrials(df)
     m = _matched_state(df, trials)
+    m["drift_limit_pct"] = drift_limit_pct(df, trials).where(m["baseline_drift_pct"].notna())
     low, high = reported_interval(df, trials, m["eager_trial_speedup"])
     return {**m, "drift_cause": drift_cause(df, m), "speedup_low": low, "speedup_high": high}
 
@@ -165,25 +167,76 @@ def _ratio(a: pd.Series, b: pd.Series) -> pd.Series:
 
 
 def _matched_state(df: pd.DataFrame, trials: _EagerTrials) -> dict[str, pd.Series]:
-    """Drift and the speedup against the eager trial, both sides at the host's fast state; where
-    one side was not and both have slow-state figures, at the slow state ("mismatched": neither)."""
-    trial_fast = trials.match("_at_fast_state", at_fast_state(df, "witness_ms").astype("float64")).eq(1.0)
-    both_fast = at_fast_state(df, "eager_witness_ms") & trial_fast
-    fast_drift = (_ratio(df["eager_throughput_items_s"], trials.match("throughput_items_s")) - 1.0) * 100.0
-    fast_other = _ratio(df["throughput_items_s"], trials.match("throughput_items_s"))
-    slow_base = trials.match("throughput_slow_items_s")
-    slow_drift = (_ratio(_num(df, "eager_throughput_slow_items_s"), slow_base) - 1.0) * 100.0
-    slow_other = _ratio(_num(df, "throughput_slow_items_s"), slow_base)
-    use_slow = ~both_fast & slow_drift.notna()
-    state = pd.Series("fast", index=df.index, dtype="object").where(both_fast, "mismatched")
-    state = state.where(~use_slow, "slow")
-    return {"baseline_drift_pct": _compiled_ok(df, fast_drift.where(~use_slow, slow_drift)),
-            "eager_trial_speedup": _compiled_ok(df, fast_other.where(~use_slow, slow_other)),
-            "drift_state": state.where(_compiled_ok(df, fast_drift).notna(), None)}
+    """Drift and the speedup against the context's other measurements of its eager baseline, at one
+    host speed (see `baseline_consensus`)."""
+    c = baseline_consensus(df, trials)
+    base = _num(df, "eager_throughput_items_s")
+    slow_base = _num(df, "eager_throughput_slow_items_s")
+    use_slow = c["state"].eq("slow")
+    drift = (_ratio(base.where(~use_slow, slow_base), c["reference"]) - 1.0) * 100.0
+    other = _ratio(df["throughput_items_s"].where(~use_slow, _num(df, "throughput_slow_items_s")), c["reference"])
+    return {"baseline_drift_pct": _compiled_ok(df, drift), "eager_trial_speedup": _compiled_ok(df, other),
+            "drift_state": c["state"].where(_compiled_ok(df, drift).notna(), None),
+            "baseline_peers": c["peers"].where(_compiled_ok(df, drift).notna())}
 
 
-DRIFT_CAUSE_LIMIT_PCT = 5.0
-"""Past this drift a row's cause is named (ranking's DRIFT_LIMIT_PCT is the same line)."""
+def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> dict[str, pd.Series]:
+    """Per compiled row: the eager throughput its in-trial baseline is checked against, the host
+    state of the comparison and how many measurements it rests on.
+
+    Every ok row of a context measured its eager baseline once: the eager trial alone, each
+    compiled trial alternated with its compiled windows. A compiled row's baseline is checked
+    against the median of the *others* (leave-one-out) at the same host speed: those read at the
+    host's fast state when its own did ("fast"); else the slow-state figures where both sides have
+    them ("slow"); else all of them ("mismatched": no common state). One measurement taken while
+    the host ran slow throughout (often the eager trial: it has no compile to outlast a slow
+    stretch) then no longer undecides every compiled row of its context.
+    """
+    trials = trials or _EagerTrials(df)
+    ok = df["status"].eq("ok")
+    eager_row = df["mode"].eq("eager")
+
+    def baseline(column: str) -> pd.Series:  # an eager row's own figure where it lacks the eager_ copy
+        own = _num(df, f"eager_{column}")
+        return own.where(~eager_row | own.notna(), _num(df, column))
+
+    base, slow = baseline("throughput_items_s").where(ok), baseline("throughput_slow_items_s").where(ok)
+    witness = baseline("witness_ms")
+    fast = at_fast_state(df.assign(_baseline_witness_ms=witness), "_baseline_witness_ms") & ok
+    compiled = ok & ~eager_row
+    reference = pd.Series(np.nan, index=df.index, dtype="float64")
+    state = pd.Series(None, index=df.index, dtype="object")
+    peers = pd.Series(np.nan, index=df.index, dtype="float64")
+    for _, idx in df.groupby(trials.key, sort=False).groups.items():
+        for i in idx:
+            if not compiled[i] or not np.isfinite(base[i]):
+                continue
+            others = [j for j in idx if j != i and np.isfinite(base[j])]
+            same_fast = [j for j in others if fast[j]]
+            same_slow = [j for j in others if np.isfinite(slow[j])]
+            if fast[i] and same_fast:
+                reference[i], state[i], peers[i] = float(np.median(base[same_fast])), "fast", len(same_fast)
+            elif np.isfinite(slow[i]) and same_slow:
+                reference[i], state[i], peers[i] = float(np.median(slow[same_slow])), "slow", len(same_slow)
+            elif others:
+                reference[i], state[i], peers[i] = float(np.median(base[others])), "mismatched", len(others)
+    return {"reference": reference, "state": state, "peers": peers}
+
+
+def drift_limit_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
+    """Per row: the drift past which its speedup is not established, in percent: the ranking's
+    DRIFT_LIMIT_PCT, or the run-to-run floor its reported interval already carries where that is
+    wider (a launch-bound baseline's, or a host profile's): a drift inside the floor is inside the
+    interval, and two processes of one eager step differ by that much on this host."""
+    unstable = baseline_spread_pct(df, trials).ge(STABLE_SPREAD_PCT)
+    f = floors()
+    floor = pd.Series(f.run_to_run, index=df.index).where(~unstable, f.unstable_baseline) * 100.0
+    return np.fmax(floor, DRIFT_LIMIT_PCT).astype("float64")
+
+
+DRIFT_LIMIT_PCT = 5.0
+"""In-trial eager baseline vs the context's other measurements of it: past this (or past the row's
+run-to-run floor, where wider: `drift_limit_pct`), the speedup is not established."""
 
 
 def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series]) -> pd.Series:
@@ -197,7 +250,7 @@ def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series]) -> pd.Series:
                         "the host's CPUs ran slow through one side (no common speed state to compare)")
     cause = cause.where(busy.le(0), "a neighbour trial compiled during " + busy.round(0).astype(int).astype(str)
                         + "% of the timed windows")
-    return cause.where(drift.abs() > DRIFT_CAUSE_LIMIT_PCT, None)
+    return cause.where(drift.abs() > m["drift_limit_pct"], None)
 
 
 def baseline_drift_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:

@@ -14,8 +14,9 @@
   widened by the sweep's self-check) where the rows carry one, else the speedup plus or
   minus the spread of the trial's timed windows (`throughput_spread_pct`), never narrower than
   the tie band. A difference inside it is a tie. A row whose in-trial eager baseline drifted
-  more than `DRIFT_LIMIT_PCT` from the eager trial of its context (`baseline_drift_pct`) has
-  no established speedup.
+  from the context's other measurements of it (`baseline_drift_pct`) by more than its limit
+  (`drift_limit_pct`: `DRIFT_LIMIT_PCT`, or its run-to-run floor where wider) has no
+  established speedup.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.drift import RUN_TO_RUN_FLOOR
+from sweeper.analysis.drift import DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR
 from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.results.schema import EAGER
 
@@ -36,8 +37,6 @@ CONTEXT = ["model", "phase", "precision", "device_name", "workload", "seq_len"]
 TIE_BAND_PCT = round(100 * RUN_TO_RUN_FLOOR, 6)
 """Speedups and time differences within this many percent are ties, whatever the noise: the
 run-to-run range of one setting (`drift.RUN_TO_RUN_FLOOR`), also for rows without an interval."""
-DRIFT_LIMIT_PCT = 5.0
-"""In-trial eager baseline vs the context's eager trial: past this, the speedup is not established."""
 CHANGE_PCT = 5.0
 """A change between two result sets counts beyond this many percent (compare)."""
 COMPILE_FLOOR_S = 0.5
@@ -56,6 +55,7 @@ class Standing:
     source: str
     """Where the interval comes from: bootstrap interval, window spread or tie band."""
     drift_pct: float | None = None
+    drift_limit_pct: float = DRIFT_LIMIT_PCT
 
     @property
     def established(self) -> bool:
@@ -73,7 +73,7 @@ class Standing:
         if self.kind == "drifted":
             return (f"speedup not established: baseline drifted (the in-trial eager baseline differs by "
                     f"{fmt_num(self.drift_pct)}% "
-                    f"from the eager trial of this context, limit {fmt_num(DRIFT_LIMIT_PCT)}%)")
+                    f"from the context's other eager measurements, limit {fmt_num(self.drift_limit_pct)}%)")
         if self.kind == "tie":
             return (f"speedup not established: {fmt_num(self.speedup)}x is inside the noise "
                     f"({fmt_num(self.low)}-{fmt_num(self.high)}x, {self.source})")
@@ -94,6 +94,7 @@ def standing(row: pd.Series | dict) -> Standing:
     """The speedup of one row against its noise (see the module docstring)."""
     speedup = _num(row.get("speedup_vs_eager"))
     drift = _num(row.get("baseline_drift_pct"))
+    limit = _num(row.get("drift_limit_pct")) or DRIFT_LIMIT_PCT
     if row.get("mode") == EAGER:
         return Standing("reference", 1.0, 1.0, 1.0, "the reference", drift)
     if speedup is None:
@@ -108,7 +109,7 @@ def standing(row: pd.Series | dict) -> Standing:
         half = max(TIE_BAND_PCT, spread or 0.0) / 100.0
         low, high = speedup * (1 - half), speedup * (1 + half)
         source = "window spread" if spread is not None and spread > TIE_BAND_PCT else "tie band"
-    if drift is not None and abs(drift) > DRIFT_LIMIT_PCT:
+    if drift is not None and abs(drift) > limit:
         kind = "drifted"
     elif low > 1.0 and speedup >= 1 + TIE_BAND_PCT / 100:
         kind = "faster"
@@ -116,7 +117,7 @@ def standing(row: pd.Series | dict) -> Standing:
         kind = "slower"
     else:
         kind = "tie"
-    return Standing(kind, speedup, low, high, source, drift)
+    return Standing(kind, speedup, low, high, source, drift, limit)
 
 
 def run_peak_gib(row: pd.Series | dict) -> float | None:

@@ -40,16 +40,16 @@ def baseline_check(df: Any) -> str:
     """The sweep's self-check, one line (and one per drifted row): every compiled row's in-trial
     eager baseline against the sweep's eager trial of the same context."""
     from sweeper.analysis.frames import prepare, setting_label
-    from sweeper.analysis.ranking import DRIFT_LIMIT_PCT
-
     data = prepare(df)
-    drift = data["baseline_drift_pct"]
-    checked, off = drift.notna(), drift.abs() > DRIFT_LIMIT_PCT
-    lines = [f"baseline check: {int(checked.sum())} compiled rows matched to an eager trial, {int(off.sum())} "
-             f"drift more than {DRIFT_LIMIT_PCT:g}% (their speedup is not established)"]
+    drift, limit = data["baseline_drift_pct"], data["drift_limit_pct"]
+    checked, off = drift.notna(), drift.abs() > limit
+    limits = sorted({f"{x:g}%" for x in limit[checked].round(1)})
+    lines = [f"baseline check: {int(checked.sum())} compiled rows checked against their context's other eager "
+             f"measurements, {int(off.sum())} drift past their limit ({' / '.join(limits) or '-'}): "
+             "their speedup is not established"]
     for _, r in data[off].iterrows():
         at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
         lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
-                     f"{r['baseline_drift_pct']:+.1f}% vs the eager trial{at}: "
+                     f"{r['baseline_drift_pct']:+.1f}% vs the others{at}, limit {r['drift_limit_pct']:g}%: "
                      f"{r.get('drift_cause') or 'cause unknown'}")
     return "\n".join(lines)

@@ -88,8 +88,20 @@ class HostGate:
 
     def __init__(self, wait_s: float, ref_ms: float | None = None):
         self.left_s, self.waited_s = wait_s, 0.0
-        self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(
-            [witness.probe_ms() for _ in range(GATE_START_READINGS)])
+        self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(self._start_readings())
+
+    @staticmethod
+    def _start_readings() -> list[float]:
+        """GATE_START_READINGS readings; on a host with no recorded fast state yet (its first
+        trial), readings for SURVEY_S instead: ten readings taken in one slow stretch would
+        make the slow state this trial's (and the host's) reference."""
+        if witness.host_fast_ms() is not None:
+            return [witness.probe_ms() for _ in range(GATE_START_READINGS)]
+        readings, t0 = [], time.perf_counter()
+        while len(readings) < GATE_START_READINGS or time.perf_counter() - t0 < SURVEY_S:
+            readings.append(witness.probe_ms())
+            time.sleep(GATE_PAUSE_S)
+        return readings
 
     def __call__(self) -> float:
         reading = witness.probe_ms()
@@ -112,6 +124,8 @@ def wait_allowance_s(host_wait_s: float | None, device_type: str) -> float:
 DEFAULT_GPU_WAIT_S = 30.0
 GATE_PAUSE_S = 0.01
 GATE_START_READINGS = 10
+SURVEY_S = 3.0
+"""A host's first gated trial reads the witness this long before its first round."""
 
 
 def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0) -> Matched:
