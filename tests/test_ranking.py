@@ -75,7 +75,7 @@ def test_noise_decides_ties_and_drift_unsettles_a_speedup() -> None:
     assert ranking.standing(with_ci).kind == "faster"  # the interval, when present, replaces the spread
     assert ranking.standing({**with_ci, "speedup_ci_low": 0.97}).kind == "tie"
     drifted = ranking.standing({**with_ci, "baseline_drift_pct": 12.0})
-    assert drifted.kind == "drifted" and "12% from the eager trial" in drifted.note()
+    assert drifted.kind == "drifted" and "12% from the context's other eager measurements" in drifted.note()
     assert ranking.standing({**base, "speedup_vs_eager": 0.9}).kind == "slower"
     assert ranking.tied(1.0, 1.015, 0.0) and not ranking.tied(1.0, 1.05, 2.0)
 

@@ -199,7 +199,7 @@ def test_a_drifted_baseline_or_an_interval_across_one_leaves_the_speedup_unestab
                            speedup_ci_high=1.6, baseline_drift_pct=12.0)])
     rec = recommend(df, "net")
     assert rec.best.mode == "default" and not rec.best.speedup_established
-    assert "differs by 12% from the eager trial" in rec.best.speedup_note
+    assert "differs by 12% from the context's other eager measurements" in rec.best.speedup_note
     assert "speedup not established" in render(rec) and "baseline drifted" in rec.verdict
     steady = recommend(df.assign(baseline_drift_pct=1.0), "net")
     assert steady.best.speedup_established and steady.verdict == "compile: 1.50× faster"

@@ -1,33 +1,16 @@
-"""The sweep's self-check: each compiled row's in-trial eager baseline against the eager trial of
-the same context in the same sweep, and the interval the report and `recommend` give a speedup.
+"""The sweep's self-check: each compiled row's in-trial eager baseline against the context's other
+measurements of it (the eager trial first), and the interval the report and `recommend` give a speedup.
 
-A compiled trial times eager windows alternating with its compiled ones, and the speedup is their
-ratio. Those eager windows should run as fast as the sweep's own eager trial of the same model,
-phase, precision, batch, input and device. When they do not, something slowed (or sped) the
-baseline inside the trial (a neighbour's compile, a slow state of the host's CPUs that lasted the
-whole trial), and the speedup is not established.
+A compiled trial times eager windows alternating with its compiled ones; the speedup is their ratio.
+Those eager windows should run as fast as the other measurements of the same eager step (same model,
+phase, precision, batch, input and device), compared at the same host speed (`witness_ms`,
+`host_state`). When they do not, beyond the larger of 5% and the row's run-to-run floor, something
+moved the baseline inside the trial and the speedup is not established; the cause is named.
 
-The in-trial interval (`speedup_ci_low`/`_high`: paired bootstrap, at least +-2%) sees only what
-changed from window to window inside one trial: not what differs between two trials of one
-setting (another compile, which may pick other kernels; another state of the host). The reported
-interval (`speedup_low`/`_high`) widens it by what was measured beyond the trial:
-
-* every compiled row gets at least +-`RUN_TO_RUN_FLOOR`, the run-to-run range of settings whose
-  eager windows held still (below);
-* an unstable baseline (eager windows spread `STABLE_SPREAD_PCT` or more: a launch-bound eager
-  step) gets at least +-`UNSTABLE_BASELINE_FLOOR`, the run-to-run range measured for such
-  settings (below);
-* where the eager trial of the context ran at another speed than the in-trial baseline, the
-  interval reaches the speedup against the eager trial too: two measurements of one baseline
-  disagree, and the truth may lie anywhere between.
-
-Both sides are compared at the same host speed: rows carry what the host-speed witness read
-(`witness_ms`, `eager_witness_ms`, `host_state`), and a side whose headline did not run at the
-host's fast state (the fastest reference any trial of that host saw) is compared by its slow-state
-figures instead, where both sides have them. A drift that remains gets its cause named
-(`drift_cause`). A host profile (`sweeper calibrate`) replaces the floors below with its own.
-
-Pure pandas.
+The in-trial interval (paired bootstrap, at least +-2%) sees only what changed inside one trial. The
+reported interval (`speedup_low`/`_high`) widens it to at least the run-to-run floor (wider over an
+unstable, launch-bound baseline) and to the speedup against the other measurements of the baseline.
+A host profile (`sweeper calibrate`) replaces the floors with its own. Pure pandas.
 """
 
 from __future__ import annotations
@@ -52,16 +35,10 @@ STABLE_SPREAD_PCT = 5.0
 """A baseline whose timed windows spread less than this ((max - min) / median) is stable."""
 RUN_TO_RUN_FLOOR = 0.04
 """Least half-width of the reported interval of any compiled row, as a fraction: the largest
-difference between two runs' speedups of one setting whose eager windows held still (spread
-under `STABLE_SPREAD_PCT`), rounded up to a whole percent. Measured on 2x H200
-(experiments/results/h200/truth: 16 settings at once and alone, 4 of them in 2 more sweeps):
-3.8% (resnet50 bf16 `default`, 2.25x alone, 2.16x in a repeat), while each trial's own interval
-was +-2%. `python benchmarks/truth.py DIR` measures it for a host of your own."""
+difference between two runs' speedups of one setting whose eager windows held still, measured
+on 2x H200 (the truth study's README; `sweeper calibrate` measures a host of your own)."""
 UNSTABLE_BASELINE_FLOOR = 0.09
-"""Least half-width of the reported interval over an unstable baseline, as a fraction: the largest
-difference between two runs' speedups of one such setting, rounded up to a whole percent,
-measured in the same study: 8.4% (bert-base bf16 `default`, eager windows spread 10-60%: 1.51x
-at once, 1.64x alone)."""
+"""The same over an unstable baseline (eager windows spread STABLE_SPREAD_PCT or more)."""
 
 
 @dataclass(frozen=True)
@@ -186,11 +163,12 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
 
     Every ok row of a context measured its eager baseline once: the eager trial alone, each
     compiled trial alternated with its compiled windows. A compiled row's baseline is checked
-    against the median of the *others* (leave-one-out) at the same host speed: those read at the
-    host's fast state when its own did ("fast"); else the slow-state figures where both sides have
-    them ("slow"); else all of them ("mismatched": no common state). One measurement taken while
-    the host ran slow throughout (often the eager trial: it has no compile to outlast a slow
-    stretch) then no longer undecides every compiled row of its context.
+    against the eager trial where that ran at the same host speed, else against the median of the
+    context's other measurements at that speed: those read at the host's fast state when its own
+    did ("fast"); else the slow-state figures where both sides have them ("slow"); else all of
+    them, the eager trial first ("mismatched": no common state). An eager trial taken while the
+    host ran slow throughout (it has no compile to outlast a slow stretch) then no longer
+    undecides every compiled row of its context.
     """
     trials = trials or _EagerTrials(df)
     ok = df["status"].eq("ok")
@@ -203,24 +181,33 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
     base, slow = baseline("throughput_items_s").where(ok), baseline("throughput_slow_items_s").where(ok)
     witness = baseline("witness_ms")
     fast = at_fast_state(df.assign(_baseline_witness_ms=witness), "_baseline_witness_ms") & ok
-    compiled = ok & ~eager_row
-    reference = pd.Series(np.nan, index=df.index, dtype="float64")
-    state = pd.Series(None, index=df.index, dtype="object")
-    peers = pd.Series(np.nan, index=df.index, dtype="float64")
-    for _, idx in df.groupby(trials.key, sort=False).groups.items():
+    compiled = (ok & ~eager_row).to_numpy()
+    arrays = [eager_row.to_numpy(), base.to_numpy(), slow.to_numpy(), fast.to_numpy()]
+    reference, state, peers = np.full(len(df), np.nan), np.full(len(df), None, dtype=object), np.full(len(df), np.nan)
+    for idx in df.groupby(trials.key.to_numpy(), sort=False).indices.values():  # positions: labels may repeat
         for i in idx:
-            if not compiled[i] or not np.isfinite(base[i]):
-                continue
-            others = [j for j in idx if j != i and np.isfinite(base[j])]
-            same_fast = [j for j in others if fast[j]]
-            same_slow = [j for j in others if np.isfinite(slow[j])]
-            if fast[i] and same_fast:
-                reference[i], state[i], peers[i] = float(np.median(base[same_fast])), "fast", len(same_fast)
-            elif np.isfinite(slow[i]) and same_slow:
-                reference[i], state[i], peers[i] = float(np.median(slow[same_slow])), "slow", len(same_slow)
-            elif others:
-                reference[i], state[i], peers[i] = float(np.median(base[others])), "mismatched", len(others)
-    return {"reference": reference, "state": state, "peers": peers}
+            if compiled[i] and np.isfinite(arrays[1][i]):
+                others = [j for j in idx if j != i and np.isfinite(arrays[1][j])]
+                found = _reference(i, others, *arrays)
+                if found is not None:
+                    reference[i], state[i], peers[i] = found
+    return {"reference": pd.Series(reference, index=df.index, dtype="float64"),
+            "state": pd.Series(state, index=df.index, dtype="object"),
+            "peers": pd.Series(peers, index=df.index, dtype="float64")}
+
+
+def _reference(i: int, others: list, eager_row: np.ndarray, base: np.ndarray, slow: np.ndarray,
+               fast: np.ndarray) -> tuple[float, str, int] | None:
+    """(reference throughput, state, how many measurements) for row i among `others`: the eager
+    trial where it ran at row i's state, else the other measurements at that state."""
+    def pick(candidates: list, values: np.ndarray, name: str) -> tuple[float, str, int] | None:
+        chosen = [j for j in candidates if eager_row[j]] or candidates
+        return (float(np.median(values[chosen])), name, len(chosen)) if chosen else None
+
+    same_slow = [j for j in others if np.isfinite(slow[j])]
+    return ((pick([j for j in others if fast[j]], base, "fast") if fast[i] else None)
+            or (pick(same_slow, slow, "slow") if np.isfinite(slow[i]) else None)
+            or pick(others, base, "mismatched"))
 
 
 def drift_limit_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:

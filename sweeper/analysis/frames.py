@@ -66,6 +66,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out.loc[out["is_eager"] & out["compile_s"].isna(), "compile_s"] = 0.0
     out["speedup_vs_eager"] = _fill_speedup(out)
     given = pd.to_numeric(out.get("baseline_drift_pct", pd.Series(index=out.index, dtype="float64")), errors="coerce")
+    out = out.copy()  # one block per dtype before the self-check reads it
     checked = self_check(out)
     out["baseline_drift_pct"] = checked.pop("baseline_drift_pct").fillna(given)  # a frame may carry it already
     return out.assign(**checked).copy()  # one block per dtype: the frame gains columns later
