@@ -110,8 +110,7 @@ def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
     if df.empty:
         empty = pd.Series(dtype="float64", index=df.index)
         return {"baseline_drift_pct": empty, "drift_state": empty.astype("object"),
-                "drift_cause": empty.astype("object"), "eager_trial_speedup": empty, "baseline_peers": empty,
-                "drift_limit_pct": empty,
+                "drift_cause": empty.astype("object"), "eager_trial_speedup": empty, "drift_limit_pct": empty,
                 "speedup_low": empty, "speedup_high": empty}
     trials = _EagerTrials(df)
     m = _matched_state(df, trials)
@@ -120,10 +119,10 @@ def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
     return {**m, "drift_cause": drift_cause(df, m), "speedup_low": low, "speedup_high": high}
 
 
-def at_fast_state(df: pd.DataFrame, witness_col: str) -> pd.Series:
-    """Per row: its headline ran at the host's fast state (witness within WITNESS_SLOW_FACTOR of the
-    fastest reference of its host); True for rows without witness readings (older rows)."""
-    reading, ref = _num(df, witness_col), _num(df, "witness_ref_ms")
+def at_fast_state(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
+    """Per row: a witness `reading` of it was at the host's fast state (within WITNESS_SLOW_FACTOR of
+    the fastest reference of its host); True for rows without witness readings (older rows)."""
+    ref = _num(df, "witness_ref_ms")
     host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
     fastest = ref.groupby(host).transform("min")
     state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
@@ -152,14 +151,14 @@ def _matched_state(df: pd.DataFrame, trials: _EagerTrials) -> dict[str, pd.Serie
     use_slow = c["state"].eq("slow")
     drift = (_ratio(base.where(~use_slow, slow_base), c["reference"]) - 1.0) * 100.0
     other = _ratio(df["throughput_items_s"].where(~use_slow, _num(df, "throughput_slow_items_s")), c["reference"])
-    return {"baseline_drift_pct": _compiled_ok(df, drift), "eager_trial_speedup": _compiled_ok(df, other),
-            "drift_state": c["state"].where(_compiled_ok(df, drift).notna(), None),
-            "baseline_peers": c["peers"].where(_compiled_ok(df, drift).notna())}
+    drift = _compiled_ok(df, drift)
+    return {"baseline_drift_pct": drift, "eager_trial_speedup": _compiled_ok(df, other),
+            "drift_state": c["state"].where(drift.notna(), None)}
 
 
 def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> dict[str, pd.Series]:
-    """Per compiled row: the eager throughput its in-trial baseline is checked against, the host
-    state of the comparison and how many measurements it rests on.
+    """Per compiled row: the eager throughput its in-trial baseline is checked against, and the host
+    state of the comparison.
 
     Every ok row of a context measured its eager baseline once: the eager trial alone, each
     compiled trial alternated with its compiled windows. A compiled row's baseline is checked
@@ -174,35 +173,32 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
     ok = df["status"].eq("ok")
     eager_row = df["mode"].eq("eager")
 
-    def baseline(column: str) -> pd.Series:  # an eager row's own figure where it lacks the eager_ copy
-        own = _num(df, f"eager_{column}")
-        return own.where(~eager_row | own.notna(), _num(df, column))
+    def baseline(column: str) -> pd.Series:  # an eager trial's own figure, a compiled row's in-trial eager one
+        return _num(df, f"eager_{column}").where(~eager_row, _num(df, column))
 
     base, slow = baseline("throughput_items_s").where(ok), baseline("throughput_slow_items_s").where(ok)
-    witness = baseline("witness_ms")
-    fast = at_fast_state(df.assign(_baseline_witness_ms=witness), "_baseline_witness_ms") & ok
+    fast = at_fast_state(df, baseline("witness_ms")) & ok
     compiled = (ok & ~eager_row).to_numpy()
     arrays = [eager_row.to_numpy(), base.to_numpy(), slow.to_numpy(), fast.to_numpy()]
-    reference, state, peers = np.full(len(df), np.nan), np.full(len(df), None, dtype=object), np.full(len(df), np.nan)
+    reference, state = np.full(len(df), np.nan), np.full(len(df), None, dtype=object)
     for idx in df.groupby(trials.key.to_numpy(), sort=False).indices.values():  # positions: labels may repeat
         for i in idx:
             if compiled[i] and np.isfinite(arrays[1][i]):
                 others = [j for j in idx if j != i and np.isfinite(arrays[1][j])]
                 found = _reference(i, others, *arrays)
                 if found is not None:
-                    reference[i], state[i], peers[i] = found
+                    reference[i], state[i] = found
     return {"reference": pd.Series(reference, index=df.index, dtype="float64"),
-            "state": pd.Series(state, index=df.index, dtype="object"),
-            "peers": pd.Series(peers, index=df.index, dtype="float64")}
+            "state": pd.Series(state, index=df.index, dtype="object")}
 
 
 def _reference(i: int, others: list, eager_row: np.ndarray, base: np.ndarray, slow: np.ndarray,
-               fast: np.ndarray) -> tuple[float, str, int] | None:
-    """(reference throughput, state, how many measurements) for row i among `others`: the eager
-    trial where it ran at row i's state, else the other measurements at that state."""
-    def pick(candidates: list, values: np.ndarray, name: str) -> tuple[float, str, int] | None:
+               fast: np.ndarray) -> tuple[float, str] | None:
+    """(reference throughput, state) for row i among `others`: the eager trial where it ran at row
+    i's state, else the median of the other measurements at that state."""
+    def pick(candidates: list, values: np.ndarray, name: str) -> tuple[float, str] | None:
         chosen = [j for j in candidates if eager_row[j]] or candidates
-        return (float(np.median(values[chosen])), name, len(chosen)) if chosen else None
+        return (float(np.median(values[chosen])), name) if chosen else None
 
     same_slow = [j for j in others if np.isfinite(slow[j])]
     return ((pick([j for j in others if fast[j]], base, "fast") if fast[i] else None)
@@ -215,10 +211,15 @@ def drift_limit_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.
     DRIFT_LIMIT_PCT, or the run-to-run floor its reported interval already carries where that is
     wider (a launch-bound baseline's, or a host profile's): a drift inside the floor is inside the
     interval, and two processes of one eager step differ by that much on this host."""
+    return np.fmax(run_to_run_floor(df, trials) * 100.0, DRIFT_LIMIT_PCT).astype("float64")
+
+
+def run_to_run_floor(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:
+    """Per row, as a fraction: the floors' run-to-run half-width, the unstable baseline's where its
+    eager windows spread STABLE_SPREAD_PCT or more."""
     unstable = baseline_spread_pct(df, trials).ge(STABLE_SPREAD_PCT)
     f = floors()
-    floor = pd.Series(f.run_to_run, index=df.index).where(~unstable, f.unstable_baseline) * 100.0
-    return np.fmax(floor, DRIFT_LIMIT_PCT).astype("float64")
+    return pd.Series(f.run_to_run, index=df.index).where(~unstable, f.unstable_baseline)
 
 
 DRIFT_LIMIT_PCT = 5.0
@@ -275,10 +276,7 @@ def reported_interval(df: pd.DataFrame, trials: _EagerTrials | None = None,
     speedup = pd.to_numeric(df["speedup_vs_eager"], errors="coerce")
     low = pd.to_numeric(df["speedup_ci_low"], errors="coerce")
     high = pd.to_numeric(df["speedup_ci_high"], errors="coerce")
-    unstable = baseline_spread_pct(df, trials).ge(STABLE_SPREAD_PCT)
-    f = floors()
-    floor = pd.Series(f.run_to_run, index=df.index).where(~unstable, f.unstable_baseline)
-    floor = floor.where(~df["mode"].eq("eager"), 0.0)
+    floor = run_to_run_floor(df, trials).where(~df["mode"].eq("eager"), 0.0)
     low = np.fmin(low, speedup * (1 - floor)).where(low.notna())
     high = np.fmax(high, speedup * (1 + floor)).where(high.notna())
     other = eager_trial_speedup(df, trials) if other is None else other

@@ -38,7 +38,7 @@ def failure_lines(rows: list[dict[str, Any]], labels: dict[str, str]) -> list[st
 
 def baseline_check(df: Any) -> str:
     """The sweep's self-check, one line (and one per drifted row): every compiled row's in-trial
-    eager baseline against the sweep's eager trial of the same context."""
+    eager baseline against its context's other eager measurements (`drift.baseline_consensus`)."""
     from sweeper.analysis.frames import prepare, setting_label
     data = prepare(df)
     drift, limit = data["baseline_drift_pct"], data["drift_limit_pct"]
