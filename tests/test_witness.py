@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import gc
 import itertools
+import json
+import statistics
 import weakref
 
 import pytest
@@ -169,3 +171,28 @@ def test_a_hosts_first_gate_surveys_the_witness_so_a_slow_start_is_not_its_fast_
     assert witness.host_fast_ms() == 1.0  # recorded for the host's later trials: they read ten only
     before = clock.now
     assert matching.HostGate(wait_s=0.0).ref_ms == 1.0 and clock.now - before < 0.1
+
+
+def test_the_launch_witness_is_read_before_every_window_and_kept_through_extra_rounds(monkeypatch, tmp_path):
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    witness.record_host_fast_ms(1.0)
+    host = _Host([1.6] * 4)  # two slow rounds first: extra rounds are timed
+    monkeypatch.setattr(witness, "probe_ms", host.probe)
+    readings = itertools.count(1)
+    arms = [host.arm(0.01, True), host.arm(0.004, False)]
+    arms[0].launch = lambda: float(next(readings))  # the eager arm's launch witness only
+    m = matching.run_matched(arms, windows=5)
+    eager = m.arms[0]
+    assert eager.launch_ms == [float(k) for k in range(1, len(eager.window_s) + 1)]
+    assert m.arms[1].launch_ms == []
+    row = matching.Matched.row(m, ["eager_", ""])
+    assert row["eager_launch_witness_ms"] == pytest.approx(statistics.median(eager.subset(m.fast).launch_ms))
+    assert row["launch_witness_ms"] is None
+    assert "eager_launch_ms" in json.loads(row["windows_json"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the launch witness times CUDA kernel launches")
+def test_the_launch_probe_times_kernel_launches_and_leaves_the_gpu_idle():
+    read = witness.launch_probe(torch.device("cuda"))
+    assert read() > 0
+    assert torch.cuda.current_stream().query()

@@ -5,6 +5,8 @@
 # Each stage leaves OUT_DIR/STAGE.done, so a second call finishes what the first left. Stages:
 #  host      `sweeper calibrate`: the host profile (witness states, run-to-run floors)
 #  witness   benchmarks/witness_check.py: the witness against a launch-bound step, its cost on a GPU-bound one
+#  topo      the host's CPU/NUMA/GPU topology (lscpu, nvidia-smi topo -m, per-CPU MHz)
+#  core      experiments/decisive/core_check.py in three fresh processes: the eager step pinned to each CPU
 #  alt alt_nc experiments/decisive/alternation_check.py: an eager step's speed beside each neighbour
 #            (back to back, compiled windows, a GPU-only wait, a sleep); alt_nc: in a process that never compiled
 #  r1 r2 r3  experiments/decisive/launch_bound.yaml three times, one trial per GPU
@@ -37,6 +39,8 @@ sweep() {  # results_name spec
   >"$out/host.txt" 2>&1
 stage host python3 -m sweeper calibrate --seconds 20 --processes 4 -o "$out/host_profile.json"
 stage witness python3 benchmarks/witness_check.py --out "$out/witness.json"
+stage topo bash -c 'lscpu; nvidia-smi topo -m; grep MHz /proc/cpuinfo; cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list' 
+stage core bash -c "for p in 1 2 3; do python3 experiments/decisive/core_check.py --out $out/core_\$p.json; done"
 stage alt python3 experiments/decisive/alternation_check.py --out "$out/alternation.json"
 stage alt_nc python3 experiments/decisive/alternation_check.py --no-compile --out "$out/alternation_nc.json"
 stage memory python3 benchmarks/peak_memory_check.py --modes eager default --out "$out/memory.json"

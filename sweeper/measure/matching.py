@@ -68,12 +68,14 @@ class Matched:
         for k, prefix in enumerate(prefixes):
             row[f"{prefix}witness_ms"] = witness.median_or_none(self.headline(k).witness_ms)
             row[f"{prefix}gpu_clock_mhz"] = self.headline(k).median_clock_mhz
+            row[f"{prefix}launch_witness_ms"] = witness.median_or_none(self.headline(k).launch_ms)
         arms = list(zip(prefixes, self.arms, strict=True))
         row["windows_json"] = json.dumps({
             "ref_ms": round(self.ref_ms, 4),
             **{f"{p or 'compiled_'}s_per_iter": [round(x, 9) for x in a.per_iter_s] for p, a in arms},
             **{f"{p or 'compiled_'}witness_ms": [round(x, 4) for x in a.witness_ms] for p, a in arms},
             **{f"{p or 'compiled_'}clock_mhz": a.clock_mhz for p, a in arms if a.clock_mhz},
+            **{f"{p or 'compiled_'}launch_ms": [round(x, 4) for x in a.launch_ms] for p, a in arms if a.launch_ms},
         })
         return row
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from sweeper.measure import gpu_lock, gpu_util, matching
+from sweeper.measure import gpu_lock, gpu_util, matching, witness
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
@@ -78,7 +78,8 @@ class Context:
         """An arm whose windows are watched for compiling neighbours (and for memory, if given)."""
         watch = _Watch(self.busy, mem, self.gpu)
         clock = self.gpu.clock_mhz if self.gpu is not None else None
-        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock), watch
+        launch = witness.launch_probe(self.wb.device) if self.wb.device.type == "cuda" else None
+        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock, launch), watch
 
 
 @dataclass
@@ -241,7 +242,7 @@ EAGER_BASELINE = {"speedup_vs_eager": 1.0, "speedup_ci_low": 1.0, "speedup_ci_hi
 def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
     row = ctx.row
     for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", "witness_ms", "gpu_clock_mhz",
-              "throughput_slow_items_s", *gpu_util.COLUMNS):
+              "launch_witness_ms", "throughput_slow_items_s", *gpu_util.COLUMNS):
         row[k] = row[f"eager_{k}"]
     row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
                peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)

@@ -43,6 +43,8 @@ class WindowStats:
     """Per window: the host-speed witness's reading around it (`sweeper.measure.witness`)."""
     clock_mhz: list[float | None] = field(default_factory=list)
     """Per window: the GPU's SM clock read as the window ended (empty on CPU or without NVML)."""
+    launch_ms: list[float] = field(default_factory=list)
+    """Per window: the launch witness read just before it (`witness.launch_probe`; empty on CPU)."""
 
     def subset(self, windows: list[int]) -> WindowStats:
         """The same measurement restricted to the given windows (by index)."""
@@ -50,11 +52,13 @@ class WindowStats:
         return WindowStats([self.window_s[k] for k in windows],
                            [s for k in windows for s in self.iter_s[k * n:(k + 1) * n]], n,
                            [self.witness_ms[k] for k in windows] if self.witness_ms else [],
-                           [self.clock_mhz[k] for k in windows] if self.clock_mhz else [])
+                           [self.clock_mhz[k] for k in windows] if self.clock_mhz else [],
+                           [self.launch_ms[k] for k in windows] if self.launch_ms else [])
 
     def extended(self, more: WindowStats) -> WindowStats:
         return WindowStats(self.window_s + more.window_s, self.iter_s + more.iter_s, self.iters_per_window,
-                           self.witness_ms + more.witness_ms, self.clock_mhz + more.clock_mhz)
+                           self.witness_ms + more.witness_ms, self.clock_mhz + more.clock_mhz,
+                           self.launch_ms + more.launch_ms)
 
     @property
     def median_clock_mhz(self) -> float | None:
@@ -143,6 +147,8 @@ class Arm:
     after: Callable[[], None] = lambda: None
     clock: Callable[[], float | None] | None = None
     """Read as each window ends, before `after`: the GPU's SM clock (None: not read)."""
+    launch: Callable[[], float] | None = None
+    """Read just before each window, after the CPU witness: the launch witness (None: not read)."""
 
 
 def run_interleaved(arms: list[Arm], windows: int,
@@ -158,12 +164,15 @@ def run_interleaved(arms: list[Arm], windows: int,
     window_s: list[list[float]] = [[] for _ in arms]
     iter_s: list[list[float]] = [[] for _ in arms]
     clocks: list[list[float | None]] = [[] for _ in arms]
+    launches: list[list[float]] = [[] for _ in arms]
     readings: list[float] = []  # the witness before each window, in timing order, then one after the last
     for _ in range(windows):
         first = before_round()  # the round's first witness reading (a gate may wait for a fast one)
         for k, arm in enumerate(arms):
             arm.before()
             readings.append(first if k == 0 else witness.probe_ms())
+            if arm.launch is not None:
+                launches[k].append(arm.launch())
             laps = arm.window()
             if arm.clock is not None:
                 clocks[k].append(arm.clock())
@@ -172,7 +181,7 @@ def run_interleaved(arms: list[Arm], windows: int,
             window_s[k].append(sum(laps))
     readings.append(witness.probe_ms())
     around = [max(a, b) for a, b in itertools.pairwise(readings)]  # a window's: the slower of its two
-    return [WindowStats(w, i, arm.iters, around[k::len(arms)], clocks[k])
+    return [WindowStats(w, i, arm.iters, around[k::len(arms)], clocks[k], launches[k])
             for k, (w, i, arm) in enumerate(zip(window_s, iter_s, arms, strict=True))]
 
 

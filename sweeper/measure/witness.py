@@ -17,6 +17,7 @@ import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -42,6 +43,27 @@ def probe_ms() -> float:
     for _ in range(PROBE_OPS):
         t.add(1)
     return (time.perf_counter() - t0) * 1e3
+
+
+LAUNCHES = 200
+"""Kernel launches per launch probe: about 1 ms of CPU on a GPU host, its kernels a few microseconds each."""
+
+
+def launch_probe(device: torch.device) -> Callable[[], float]:
+    """A probe of the launch path a launch-bound step pays per kernel: milliseconds of CPU to
+    enqueue LAUNCHES tiny kernels on an idle GPU, which then runs them out before the window.
+    The CPU witness times the host's cores; this one also times the driver's path to the GPU."""
+    g = torch.zeros(1, device=device)
+
+    def read() -> float:
+        torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        for _ in range(LAUNCHES):
+            g.add_(1)
+        ms = (time.perf_counter() - t0) * 1e3
+        torch.cuda.synchronize(device)
+        return ms
+    return read
 
 
 def host_fast_ms(path: Path | None = None) -> float | None:
