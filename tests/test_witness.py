@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 import itertools
 import json
-import os
 import statistics
 import weakref
 
@@ -16,14 +15,6 @@ import torch
 
 from sweeper.measure import matching, timing, witness
 from sweeper.measure.timing import Arm, WindowStats
-
-
-@pytest.fixture(autouse=True)
-def _own_cpus_kept():
-    """A gate moves this thread between CPUs: every test ends on the CPUs it started with."""
-    cpus = os.sched_getaffinity(0)
-    yield
-    os.sched_setaffinity(0, cpus)
 
 
 def test_the_probe_times_a_fixed_piece_of_cpu_work():
@@ -130,11 +121,8 @@ def test_the_gate_waits_for_the_fast_state_and_stops_waiting_when_its_allowance_
     host = _Host([1.6] * 5 + [1.0] + [1.6] * 10**6)
     monkeypatch.setattr(witness, "probe_ms", host.probe)
     gate = matching.HostGate(wait_s=0.5, ref_ms=1.0)
-    try:
-        assert gate() == 1.0 and gate.waited_s > 0  # five slow readings, then a fast one
-        assert gate() == 1.6 and gate.left_s == 0.0  # slow until the allowance ran out: the window goes on
-    finally:
-        gate.release()
+    assert gate() == 1.0 and gate.waited_s > 0  # five slow readings, then a fast one
+    assert gate() == 1.6 and gate.left_s == 0.0  # slow until the allowance ran out: the round goes on
 
 
 def test_gated_rounds_are_timed_at_the_fast_state(monkeypatch, tmp_path):
@@ -208,39 +196,3 @@ def test_the_launch_probe_times_kernel_launches_and_leaves_the_gpu_idle():
     read = witness.launch_probe(torch.device("cuda"))
     assert read() > 0
     assert torch.cuda.current_stream().query()
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="moving between CPUs needs two")
-def test_the_gate_moves_the_measuring_thread_to_a_cpu_that_reads_fast_and_gives_the_cpus_back(monkeypatch, tmp_path):
-    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
-    start = sorted(os.sched_getaffinity(0))
-    fast_cpu = start[-1]
-    # a host whose other CPUs are slow now: the probe reads the CPU this thread is pinned to
-    monkeypatch.setattr(witness, "probe_ms", lambda: 1.0 if os.sched_getaffinity(0) == {fast_cpu} else 1.6)
-    gate = matching.HostGate(wait_s=5.0, ref_ms=1.0, cpus=start)
-    try:
-        assert gate() == 1.0 and os.sched_getaffinity(0) == {fast_cpu} and gate.moves >= 1
-        moves = gate.moves
-        assert gate() == 1.0 and gate.moves == moves  # already on a fast CPU: it stays
-    finally:
-        gate.release()
-    assert sorted(os.sched_getaffinity(0)) == start
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="moving between CPUs needs two")
-def test_gated_windows_run_on_the_fast_cpu_and_the_row_counts_the_moves(monkeypatch, tmp_path):
-    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
-    witness.record_host_fast_ms(1.0)
-    start = sorted(os.sched_getaffinity(0))
-    fast_cpu = start[0]
-    monkeypatch.setattr(witness, "probe_ms", lambda: 1.0 if os.sched_getaffinity(0) == {fast_cpu} else 1.6)
-    ran_on: list[set[int]] = []
-
-    def window() -> list[float]:
-        ran_on.append(os.sched_getaffinity(0))
-        return [0.01, 0.01]
-
-    m = matching.run_matched([Arm(window, 2), Arm(window, 2)], windows=5, wait_s=5.0)
-    assert all(cpus == {fast_cpu} for cpus in ran_on) and m.state == "fast"
-    assert m.row(["eager_", ""])["cpu_moves"] == m.cpu_moves >= 1
-    assert sorted(os.sched_getaffinity(0)) == start  # the trial's CPUs given back

@@ -5,15 +5,12 @@ host's fast state (`witness`), *slow* when every one read slow; mixed pairs coun
 The headline figures use the fast pairs (at least MIN_MATCHED_PAIRS of them: else the host ran
 slow through the trial, and the headline falls back to all pairs, saying so); the slow pairs
 give the speedup in the slow state beside it. When too few pairs are fast, more are timed, up to
-EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds. With a wait
-allowed (`HostGate`, GPUs by default), each window first finds a CPU that reads fast: the host's
-vCPUs slow down one at a time, so moving the measuring thread beats waiting for its CPU.
+EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,9 +35,7 @@ class Matched:
     fast: list[int]
     slow: list[int]
     waited_s: float = 0.0
-    """Seconds the windows waited for a CPU of the host's fast state (`HostGate`)."""
-    cpu_moves: int = 0
-    """Times the gate moved the measuring thread to another CPU."""
+    """Seconds the rounds waited for the host's fast state (`HostGate`)."""
 
     @classmethod
     def of(cls, arms: list[WindowStats], ref_ms: float | None = None) -> Matched:
@@ -69,7 +64,7 @@ class Matched:
         row: dict[str, Any] = {"witness_ref_ms": self.ref_ms, "slow_windows_pct": self.slow_windows_pct,
                                "host_state": self.state, "matched_pairs": len(self.headline(0).window_s),
                                "timed_windows": len(self.arms[0].window_s),
-                               "host_wait_s": self.waited_s, "cpu_moves": self.cpu_moves}
+                               "host_wait_s": self.waited_s}
         for k, prefix in enumerate(prefixes):
             row[f"{prefix}witness_ms"] = witness.median_or_none(self.headline(k).witness_ms)
             row[f"{prefix}gpu_clock_mhz"] = self.headline(k).median_clock_mhz
@@ -90,15 +85,11 @@ def speedup(base: WindowStats, new: WindowStats) -> float:
 
 
 class HostGate:
-    """Before each window: the witness on this thread's CPU; while it reads slow, the thread moves
-    to the next CPU it may use (the trial's own) and reads again, pausing GATE_PAUSE_S after each
-    full turn of them, until a CPU reads fast or the trial's `wait_s` is spent. The host's vCPUs
-    are slow one at a time, for seconds: another CPU is usually fast now, and the thread stays on
-    the one it found for the window (`release` gives back the CPUs it started with)."""
+    """Before each round of windows: the witness, read again (every GATE_PAUSE_S) while it says
+    the host runs slow, until it reads fast or the trial's `wait_s` is spent."""
 
-    def __init__(self, wait_s: float, ref_ms: float | None = None, cpus: list[int] | None = None):
-        self.left_s, self.waited_s, self.moves = wait_s, 0.0, 0
-        self.start_cpus = cpus if cpus is not None else _own_cpus()
+    def __init__(self, wait_s: float, ref_ms: float | None = None):
+        self.left_s, self.waited_s = wait_s, 0.0
         self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(self._start_readings())
 
     @staticmethod
@@ -114,46 +105,15 @@ class HostGate:
             time.sleep(GATE_PAUSE_S)
         return readings
 
-    def _move(self, turn: int) -> None:
-        """To the next of the trial's CPUs (a pause after a full turn of them), or a pause alone."""
-        if len(self.start_cpus) < 2:
-            time.sleep(GATE_PAUSE_S)
-            return
-        cpu = self.start_cpus[turn % len(self.start_cpus)]
-        if turn and turn % len(self.start_cpus) == 0:
-            time.sleep(GATE_PAUSE_S)
-        os.sched_setaffinity(0, {cpu})
-        self.moves += 1
-
     def __call__(self) -> float:
         reading = witness.probe_ms()
-        t0, turn = time.perf_counter(), _first_turn(self.start_cpus)
+        t0 = time.perf_counter()
         while witness.is_slow(reading, self.ref_ms) and time.perf_counter() - t0 < self.left_s:
-            self._move(turn)
-            turn += 1
+            time.sleep(GATE_PAUSE_S)
             reading = witness.probe_ms()
         spent = time.perf_counter() - t0
         self.left_s, self.waited_s = max(0.0, self.left_s - spent), self.waited_s + spent
         return reading
-
-    def release(self) -> None:
-        """Back to the CPUs the trial started with."""
-        if self.moves:
-            os.sched_setaffinity(0, self.start_cpus)
-
-
-def _own_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-
-
-def _first_turn(cpus: list[int]) -> int:
-    """Where a turn of the CPUs starts: just past the CPU this thread ran on last, if it is one of them."""
-    try:
-        with open("/proc/thread-self/stat") as f:
-            now = int(f.read().rsplit(")", 1)[1].split()[36])
-        return cpus.index(now) + 1
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def wait_allowance_s(host_wait_s: float | None, device_type: str) -> float:
@@ -176,22 +136,17 @@ def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0) -> Matched:
     first waits for the fast state (`HostGate`), at most `wait_s` in all."""
     gate = HostGate(wait_s) if wait_s > 0 else None
     before = gate or witness.probe_ms
-    try:
-        stats = run_interleaved(arms, windows, before)
-        timed = windows
-        while True:
-            m = Matched.of(stats)
-            if gate is not None:
-                m.waited_s, m.cpu_moves = gate.waited_s, gate.moves
-            missing = windows - len(m.fast)
-            if missing <= 0 or timed >= windows * (1 + EXTRA_ROUNDS):
-                return m
-            more = run_interleaved(arms, min(missing, windows * (1 + EXTRA_ROUNDS) - timed), before)
-            timed += len(more[0].window_s)
-            stats = [a.extended(b) for a, b in zip(stats, more, strict=True)]
-    finally:
-        if gate is not None:
-            gate.release()
+    stats = run_interleaved(arms, windows, before)
+    timed = windows
+    while True:
+        m = Matched.of(stats)
+        m.waited_s = gate.waited_s if gate is not None else 0.0
+        missing = windows - len(m.fast)
+        if missing <= 0 or timed >= windows * (1 + EXTRA_ROUNDS):
+            return m
+        more = run_interleaved(arms, min(missing, windows * (1 + EXTRA_ROUNDS) - timed), before)
+        timed += len(more[0].window_s)
+        stats = [a.extended(b) for a, b in zip(stats, more, strict=True)]
 
 
 def slow_arms(m: Matched) -> tuple[WindowStats, ...] | None:

@@ -152,14 +152,14 @@ class Arm:
 
 
 def run_interleaved(arms: list[Arm], windows: int,
-                    before_window: Callable[[], float] = witness.probe_ms) -> list[WindowStats]:
+                    before_round: Callable[[], float] = witness.probe_ms) -> list[WindowStats]:
     """Time `windows` windows of each arm, alternating arms window by window (A B A B ...).
 
     Contenders timed one after the other see different conditions when something else
     shares the host (a neighbour's compile, clock changes); alternating short windows gives
     both the same conditions, and pairs window i of one arm with window i of the other for
-    the speedup's interval (`paired_interval`). `before_window` returns the witness reading each
-    window starts from (`matching.HostGate` moves to a CPU of the fast state there, or waits for one).
+    the speedup's interval (`paired_interval`). `before_round` returns the witness reading the
+    round starts from (`matching.HostGate` waits there for the host's fast state).
     """
     window_s: list[list[float]] = [[] for _ in arms]
     iter_s: list[list[float]] = [[] for _ in arms]
@@ -167,9 +167,10 @@ def run_interleaved(arms: list[Arm], windows: int,
     launches: list[list[float]] = [[] for _ in arms]
     readings: list[float] = []  # the witness before each window, in timing order, then one after the last
     for _ in range(windows):
+        first = before_round()  # the round's first witness reading (a gate may wait for a fast one)
         for k, arm in enumerate(arms):
-            readings.append(before_window())  # the witness before the window (a gate may find a fast CPU)
             arm.before()
+            readings.append(first if k == 0 else witness.probe_ms())
             if arm.launch is not None:
                 launches[k].append(arm.launch())
             laps = arm.window()
