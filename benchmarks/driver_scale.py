@@ -1,6 +1,6 @@
 """The sweep driver alone at cluster scale: N synthetic trials through the real runner and sweep state.
 
-    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--device cuda|cpu] [--out DIR]
+    python -m benchmarks.driver_scale [--trials 2000] [--slots 8] [--device cuda|cpu] [--out DIR]
         [--tune-logs LIST] [--json FILE] [--tracemalloc]
 
 Everything a real sweep does on the driver runs for real: the spec is expanded, the results
@@ -42,15 +42,14 @@ from typing import Any
 import psutil
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from sweeper.results.store import part_files, read_results
+from sweeper.run.options import TUNE_LOGS
+from sweeper.run.options import tune_logs as tune_logs_option
+from sweeper.run.state import SweepState
+from sweeper.spec.schema import load_spec
+from sweeper.spec.trials import expand
 
-from sweeper.results.store import part_files, read_results  # noqa: E402
-from sweeper.run.options import TUNE_LOGS  # noqa: E402
-from sweeper.run.options import tune_logs as tune_logs_option  # noqa: E402
-from sweeper.run.state import SweepState  # noqa: E402
-from sweeper.spec.schema import load_spec  # noqa: E402
-from sweeper.spec.trials import expand  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 log = logging.getLogger("driver_scale")
 WARM_ROWS = 100

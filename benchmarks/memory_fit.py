@@ -16,7 +16,7 @@ timed beside it, no accuracy check): its `compiled_need_reserved_gib`, and cappe
 The capped runs share the first run's inductor cache (a warm compile: minutes of GPU time saved;
 a cold compile needs at least as much memory, so a cap that fails warm fails cold too).
 
-    python benchmarks/memory_fit.py SPEC --setting resnet50:reduce-overhead:bf16 [...] --out DIR
+    python -m benchmarks.memory_fit SPEC --setting resnet50:reduce-overhead:bf16 [...] --out DIR
         [--gpu 0]
 """
 
@@ -24,16 +24,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from sweeper.run.isolate import run_process
+from sweeper.spec.schema import load_spec, parse_spec
+from sweeper.spec.trials import Trial, expand
 
-from sweeper.run.isolate import run_process  # noqa: E402
-from sweeper.spec.schema import load_spec, parse_spec  # noqa: E402
-from sweeper.spec.trials import Trial, expand  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 CAPS = (("need x 1.05", "need", 1.05), ("need x 0.90", "need", 0.90), ("steady peak", "steady", 1.0))
 

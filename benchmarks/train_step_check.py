@@ -1,8 +1,8 @@
 """Does the tool time a training step as a user's plain loop does? Both side by side, and the steps between.
 
-    python benchmarks/train_step_check.py [--setting resnet18:fp32:default ...] [--phase train] [--batch 64]
+    python -m benchmarks.train_step_check [--setting resnet18:fp32:default ...] [--phase train] [--batch 64]
         [--pairs 40] [--iters 10] [--variants plain,tool_step,...] [--out OUT.json]
-    python benchmarks/train_step_check.py --device cpu --smoke --backend eager --out OUT.json   # a tiny run
+    python -m benchmarks.train_step_check --device cpu --smoke --backend eager --out OUT.json   # a tiny run
 
 For each setting (MODEL:PRECISION:MODE; fp32 runs with --matmul-precision, default high), each variant
 runs in a fresh process, one after the other, never two at once (train_step_variants.py):
@@ -47,12 +47,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sweeper import zoo  # the registry, without torch
+from sweeper.run import cpus
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
-
-from sweeper import zoo  # noqa: E402 - the registry, without torch
-from sweeper.run import cpus  # noqa: E402
 
 ALL_VARIANTS = ("plain", "dynamic", "tool_build", "tool_step", "tool_timing", "sampler", "markers", "memory",
                 "hooks", "health", "restored", "affinity", "pipeline", "forkserver", "sweep")
@@ -61,7 +60,7 @@ PRECISIONS = ("fp32", "bf16")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CLAIMS_MEASURE = {"warmup_iters": 5, "windows": 8, "min_window_iters": 5, "min_window_s": 0.5, "warm_compile": False,
                   "gpu_util": True}
-"""The tool's measure section for its trial: the claims sweep's (experiments/claims/train.yaml), no warm compile."""
+"""The tool's measure section for its trial: the claims sweep's (studies/claims/train.yaml), no warm compile."""
 SMOKE = {"model": "vit-tiny", "batch": 2, "pairs": 2, "iters": 2, "warmup": 1, "probe_ops": 200,
          "measure": {"warmup_iters": 1, "windows": 5, "min_window_iters": 2, "min_window_s": 0.01,
                      "warm_compile": False, "gpu_util": True}}
@@ -142,7 +141,7 @@ def run_variant(setting: dict[str, Any], variant: str, work: Path, pin: list[int
     (work / "setting.json").write_text(json.dumps(setting))
     out = work / f"{variant}.json"
     out.unlink(missing_ok=True)  # a variant that ran before (another setting) must not stand in for this one
-    cmd = [sys.executable, str(HERE / "train_step_variants.py"), "--variant", variant,
+    cmd = [sys.executable, "-m", "benchmarks.train_step_variants", "--variant", variant,
            "--setting", str(work / "setting.json"), "--out", str(out)]
     preexec = (lambda: os.sched_setaffinity(0, pin)) if variant == "affinity" and pin else None
     limit_s = setting["timeout_s"] + 180  # the tool's own processes stop at timeout_s; this is the backstop

@@ -5,13 +5,13 @@ are committed, and against the committed rows after)."""
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 from conftest import REPO, tiny_spec
 
+from studies.claims import tables as claims
 from sweeper.measure import process as measure
 from sweeper.measure import streams
 from sweeper.measure.epoch import epoch_columns, epoch_items
@@ -19,10 +19,7 @@ from sweeper.results.store import write_rows
 from sweeper.spec.schema import load_spec, parse_spec
 from sweeper.spec.trials import expand
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-import claims
-
-SPECS = sorted((REPO / "experiments" / "claims").glob("*.yaml"))
+SPECS = sorted((REPO / "studies" / "claims").glob("*.yaml"))
 
 
 def test_vit_tiny_is_vit_ti_16_at_224() -> None:
@@ -157,8 +154,8 @@ def test_the_sampling_check_is_a_table_of_its_own_figures(results: Path) -> None
 
 def test_the_claims_page_matches_the_committed_rows() -> None:
     page = claims.PAGE.read_text()
-    assert claims.extract(page) == claims.section(claims.load(),
-                                                  claims.load_overhead()), "run: python benchmarks/claims.py --write"
+    expected = claims.section(claims.load(), claims.load_overhead())
+    assert claims.extract(page) == expected, "run: python -m studies.claims.tables --write"
 
 
 def test_a_speedup_over_a_drifted_baseline_says_so(tmp_path: Path) -> None:

@@ -26,9 +26,9 @@ def _first_call(export_dir, how: str) -> dict:
     """benchmarks/export_first_call.py (what the GPU study runs): the exported setting's first call
     in a fresh process with empty inductor and Triton caches, from the artifact or cold."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "export_first_call.py"), str(export_dir),
+    out = subprocess.run([sys.executable, "-m", "benchmarks.export_first_call", str(export_dir),
                           *(["--cold"] if how == "cold" else [])], env=env, capture_output=True, text=True,
-                         timeout=600, check=True)
+                         timeout=600, check=True, cwd=REPO)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -157,12 +157,9 @@ def test_sampling_changes_the_step_time_by_less_than_one_percent() -> None:
     launched from Python, so a sampling thread would show here first), windows with and without
     the sampler alternated."""
     pytest.importorskip("pynvml")
-    import sys
+    from benchmarks import util_overhead
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import util_overhead
-
-    trial = util_overhead.pick(str(REPO / "experiments" / "claims" / "train.yaml"), "vit_tiny:eager:bf16")
+    trial = util_overhead.pick(str(REPO / "studies" / "claims" / "train.yaml"), "vit_tiny:eager:bf16")
     result = util_overhead.sampling_overhead(trial, torch.device("cuda"), windows=20)
     assert result["readings"] > 0 and result["gpu_util_pct"] is not None
     assert abs(result["change_pct"]) < 1.0, result
@@ -173,13 +170,11 @@ def test_the_sampler_wakeup_benchmark_runs_the_real_sampler_and_reports_its_figu
     millisecond with a stand-in reading, wakes during the loop's windows and the benchmark turns
     the paired windows into a cost per wake-up with an interval. What that cost is (a 300 us
     reading costs the loop about that much, a 10 us one far less) is a performance figure: the
-    benchmark measures and reports it (experiments/results/cpu/sampler_wakeup/), nothing here
+    benchmark measures and reports it (benchmarks/results/cpu/sampler_wakeup/), nothing here
     asserts it, since on a loaded machine a few dozen short windows spread by more than it."""
     import math
-    import sys
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import sampler_wakeup
+    from benchmarks import sampler_wakeup
 
     for reading_us in (300, 10):
         result = sampler_wakeup.wakeup_cost(windows=24, reading_us=reading_us, min_window_s=0.03)

@@ -17,7 +17,7 @@ from sweeper.results import synthetic
 from sweeper.results.store import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMITTED = sorted(p.parent for p in (ROOT / "experiments" / "results").rglob("results.parquet"))
+COMMITTED = sorted(p.parent for p in (ROOT / "studies").rglob("results.parquet"))
 
 
 def report_choices(df: pd.DataFrame) -> dict[str, str | None]:
@@ -54,8 +54,8 @@ def test_committed_results_were_found() -> None:
 
 
 def test_fronts_do_not_move_when_another_sweeps_rows_are_added() -> None:
-    streams = read_results([ROOT / "experiments/results/h200/streams"])
-    both = read_results([ROOT / "experiments/results/h200/streams", ROOT / "experiments/results/h200/gpu_smoke"])
+    streams = read_results([ROOT / "studies/streams/results"])
+    both = read_results([ROOT / "studies/streams/results", ROOT / "studies/gpu_smoke/results"])
 
     def fronts(df: pd.DataFrame) -> dict[str, bool]:
         data = explore.prepare(rows.prepare(df))

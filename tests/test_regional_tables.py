@@ -1,20 +1,16 @@
-"""benchmarks/regional_tables.py: the per-model summary of whole vs regional compilation and of
+"""studies/regional/tables.py: the per-model summary of whole vs regional compilation and of
 the Mega-Cache warm start, computed from rows read back from Parquet."""
 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
+from studies.regional import tables as regional_tables
 from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results, write_rows
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import regional_tables
 
 
 def _row(model: str, mode: str, scope: str, batch: int, compile_s: float | None, tput: float,
@@ -49,16 +45,16 @@ def test_per_model_summary_from_the_rows(tmp_path: Path) -> None:
 
 
 def test_the_findings_page_table_is_the_committed_rows() -> None:
-    import doc_section
+    from studies import doc_section
 
     page = regional_tables.PAGE.read_text()
     body = regional_tables.page_body()
     assert "| bert-base | 4 |" in body and "| resnet50 | 4 |" in body
-    assert doc_section.extract(page, "regional") == body, "run: python benchmarks/regional_tables.py --write"
+    assert doc_section.extract(page, "regional") == body, "run: python -m studies.regional.tables --write"
 
 
 def test_a_doc_section_is_replaced_between_its_markers_only() -> None:
-    import doc_section
+    from studies import doc_section
 
     start, end = doc_section.markers("x")
     text = f"a\n{start}\nold\n{end}\nb {start}\n"

@@ -113,7 +113,7 @@ def test_comparison_section(rows: list[dict]) -> None:
 
 
 def test_scale_benchmark_runs_small(tmp_path: Path) -> None:
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "report_scale.py"), "--trials", "200",
+    out = subprocess.run([sys.executable, "-m", "benchmarks.report_scale", "--trials", "200",
                           "--out", str(tmp_path / "scale.html")], capture_output=True, text=True, timeout=120,
                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.returncode == 0, out.stderr

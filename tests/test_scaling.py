@@ -35,8 +35,9 @@ def _timeline(path: Path, gpus: int, trial_s: float, gap_s: float, n: int = 8, i
 def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
     _timeline(tmp_path / "one", gpus=1, trial_s=20.0, gap_s=0.0)
     _timeline(tmp_path / "two", gpus=2, trial_s=20.0, gap_s=5.0)  # 4 slots: 95 s instead of 80 s
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze",
-                          str(tmp_path / "two"), str(tmp_path / "one")], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "studies.scaling.scaling", "analyze",
+                          str(tmp_path / "two"), str(tmp_path / "one")], capture_output=True, text=True,
+                         check=True, cwd=REPO)
     one, two = json.loads(out.stdout)["runs"]
     assert (one["gpus"], two["gpus"]) == (1, 2)
     assert one["wall_s"] == pytest.approx(160.0) and two["wall_s"] == pytest.approx(95.0)
@@ -44,8 +45,9 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
     assert two["median_overhead_s"] == pytest.approx(20.0 - 2.0 - 12.0)  # outside eager + compiled
     assert two["median_outside_measuring_s"] == pytest.approx(20.0 - 2.0 - 12.0 - 0.5)  # and the reference
     assert two["median_phase_s"]["imports"] == 3.0
-    md = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", "--markdown",
-                         str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True, check=True)
+    md = subprocess.run([sys.executable, "-m", "studies.scaling.scaling", "analyze", "--markdown",
+                         str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True,
+                         check=True, cwd=REPO)
     assert "| 2 | 8 (8) | 95 | 5.05 | 1.68x | 0.84 |" in md.stdout
     assert "| imports | build | reference | eager | compiled | cold_process | compile_s | trial_wall_s |" in md.stdout
     # the idle time of the 2-GPU run is all between trials (3 gaps of 5 s on each GPU)
@@ -58,15 +60,14 @@ def test_the_scaling_spec_is_48_inference_trials_over_vision_and_nlp() -> None:
     from sweeper.spec.schema import load_spec
     from sweeper.spec.trials import expand
 
-    trials, dropped = expand(load_spec(REPO / "experiments" / "scaling.yaml"))
+    trials, dropped = expand(load_spec(REPO / "studies" / "scaling" / "scaling.yaml"))
     assert len(trials) >= 48 and not dropped
     assert {t.phase for t in trials} == {"infer"} and {t.task for t in trials} == {"vision", "nlp"}
     assert sum(t.mode == "eager" for t in trials) == len(trials) // 2
 
 
 def _scaling():
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import scaling
+    from studies.scaling import scaling
 
     return scaling
 
@@ -97,8 +98,9 @@ def test_head_and_tail_idle_per_gpu(tmp_path: Path) -> None:
 def test_per_trial_slowdown_pairs_trials_and_the_projection_uses_it(tmp_path: Path) -> None:
     _timeline(tmp_path / "one", gpus=1, trial_s=20.0, gap_s=0.0)
     _timeline(tmp_path / "two", gpus=2, trial_s=22.0, gap_s=0.0, imports_s=4.5)  # every trial 10% longer
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", "--project", "4,8",
-                          str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "studies.scaling.scaling", "analyze", "--project", "4,8",
+                          str(tmp_path / "one"), str(tmp_path / "two")], capture_output=True, text=True,
+                         check=True, cwd=REPO)
     result = json.loads(out.stdout)
     two = result["runs"][1]
     assert two["work_ratio"] == pytest.approx(1.1) and two["efficiency"] == pytest.approx(160 / 88 / 2)
@@ -128,9 +130,9 @@ def _speedups(path: Path, speedups: dict[str, float]) -> None:
 def test_compare_judges_each_speedup_by_the_other_runs_reported_interval(tmp_path: Path) -> None:
     _speedups(tmp_path / "before", {"default": 2.0, "reduce-overhead": 2.0})
     _speedups(tmp_path / "after", {"default": 2.06, "reduce-overhead": 2.2})
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "compare",
+    out = subprocess.run([sys.executable, "-m", "studies.scaling.scaling", "compare",
                           str(tmp_path / "before"), str(tmp_path / "after")], capture_output=True, text=True,
-                         check=True)
+                         check=True, cwd=REPO)
     lines = {line.split(" |")[0]: line for line in out.stdout.splitlines() if line.startswith("| m ")}
     assert "| 2.000 [1.920, 2.080] | 2.060 [1.978, 2.142] | yes / NO | +3.0% |" in lines["| m default bf16 infer 64"]
     assert "| NO / NO | +10.0% |" in lines["| m reduce-overhead bf16 infer 64"]
@@ -147,8 +149,9 @@ def test_trials_sharing_a_gpu_overlap_without_negative_idle_and_replay_on_every_
                      "trials_per_gpu": 2, "setup_s": 1.0, "phase_s_json": json.dumps({"eager": 2.0, "compiled": 12.0})})
     (tmp_path / "shared").mkdir()
     write_rows(tmp_path / "shared" / "results.parquet", rows)
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "scaling.py"), "analyze", str(tmp_path / "shared")],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-m", "studies.scaling.scaling", "analyze", str(tmp_path / "shared")],
+                         capture_output=True, text=True,
+                         check=True, cwd=REPO)
     (run,) = json.loads(out.stdout)["runs"]
     assert run["wall_s"] == pytest.approx(40.0) and list(run["busy"].values()) == pytest.approx([2.0, 2.0])
     assert all(v == {"head_s": 0.0, "gaps_s": 0.0, "tail_s": 0.0} for v in run["idle_s"].values())

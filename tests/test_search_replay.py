@@ -3,16 +3,13 @@ short replay of a committed H200 sweep through the searchers `sweeper run` uses.
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 from conftest import REPO
 
-sys.path.insert(0, str(REPO / "benchmarks"))
-import search_replay as bench
-from replay_table import generated_table
+from studies.search import replay as bench
+from studies.search.replay_table import generated_table
 
 
 def test_hypervolume_of_hand_made_fronts():
@@ -34,7 +31,7 @@ def test_generated_table_is_a_full_study_in_grid_order():
 
 
 def test_a_short_replay_of_the_h200_smoke_sweep():
-    df = pd.read_parquet(REPO / "experiments" / "results" / "h200" / "gpu_smoke" / "results.parquet")
+    df = pd.read_parquet(REPO / "studies" / "gpu_smoke" / "results" / "results.parquet")
     s = bench.study("smoke", df, seeds=2, search_share=1.0)
     assert s["settings"] == 48 and s["eager"] == 16
     for algorithm, curves in s["curves"].items():
@@ -44,10 +41,10 @@ def test_a_short_replay_of_the_h200_smoke_sweep():
 
 
 def test_search_front_compares_a_search_with_its_grid(tmp_path):
-    import search_front
+    from studies.search import front as search_front
 
-    grid = REPO / "experiments" / "results" / "h200" / "gpu_smoke"
-    spec = REPO / "experiments" / "search" / "search.yaml"
+    grid = REPO / "studies" / "gpu_smoke" / "results"
+    spec = REPO / "studies" / "search" / "search.yaml"
     rows = pd.read_parquet(grid / "results.parquet")
     fastest = rows.loc[rows.throughput_items_s.idxmax(), "trial_id"]  # on any front with throughput max
     for name, part in (("all", rows), ("without_fastest", rows[rows.trial_id != fastest])):

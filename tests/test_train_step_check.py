@@ -15,19 +15,17 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SCRIPT = REPO / "benchmarks" / "train_step_check.py"
-sys.path.insert(0, str(REPO / "benchmarks"))
+from benchmarks import train_step_check as check
 
-import train_step_check as check  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _run(tmp_path: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "out.json"
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}  # one thread: a 2-core host shared
-    done = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--smoke", "--backend", "eager",
-                           "--out", str(out), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    done = subprocess.run([sys.executable, "-m", "benchmarks.train_step_check", "--device", "cpu", "--smoke",
+                           "--backend", "eager", "--out", str(out), *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, check=False, cwd=REPO)
     return done, json.loads(out.read_text()) if out.exists() else {}
 
 

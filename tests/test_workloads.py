@@ -234,7 +234,7 @@ def test_workload_models_pick_which_models_run_the_stream() -> None:
 
 
 def test_h200_streams_spec_validates(capsys) -> None:
-    assert run_cli(["validate", str(REPO / "experiments/h200_streams.yaml")]) == 0
+    assert run_cli(["validate", str(REPO / "studies/streams/streams.yaml")]) == 0
     assert "valid; 48 trials over 2 models" in capsys.readouterr().out
 
 

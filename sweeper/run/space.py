@@ -6,9 +6,9 @@ trials took so far:
 - the row: its Arrow part file (22.5 KB for a row of today's schema) plus its share of
   results.parquet (5-10 KB);
 - the Mega-Cache artifact of a compiled trial with `megacache_warm_start` (on the H200: 4.5 MB mean
-  for resnet50/vit/bert inference at batch 64, 12.6 MB over the grid of experiments/results/h200/
+  for resnet50/vit/bert inference at batch 64, 12.6 MB over the grid of studies/
   search/grid, up to the 32 MiB kept);
-- the compile trace of a compiled trial with `trace` (0.40-0.42 MB gzip'd, experiments/results/h200/trace);
+- the compile trace of a compiled trial with `trace` (0.40-0.42 MB gzip'd, studies/trace/results);
 - Tune's records under RESULTS/tune (unless --storage is elsewhere): 21 KB of experiment state and
   parameters, plus 3.2 KB json, 2.8 KB csv, 1.7 KB TensorBoard per trial (a CPU sweep of tiny models).
 """
