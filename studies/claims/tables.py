@@ -7,7 +7,7 @@ rows of the `studies/claims/*.yaml` sweeps, read from their results directory:
     python -m studies.claims.tables [RESULTS_DIR]              # print the section
     python -m studies.claims.tables [RESULTS_DIR] --write      # replace it in docs/claims.md, between markers
 
-`tests/test_claims.py` checks that the page's section is what this script makes of the rows.
+`tests/studies/test_claims.py` checks that the page's section is what this script makes of the rows.
 """
 
 from __future__ import annotations
