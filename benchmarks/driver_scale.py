@@ -46,7 +46,7 @@ from sweeper.results.store import part_files, read_results
 from sweeper.run.options import TUNE_LOGS
 from sweeper.run.options import tune_logs as tune_logs_option
 from sweeper.run.state import SweepState
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
 
 REPO = Path(__file__).resolve().parent.parent

@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 
 from sweeper.run.isolate import run_process
-from sweeper.spec.schema import load_spec, parse_spec
+from sweeper.spec.sweep_spec import load_spec, parse_spec
 from sweeper.spec.trials import Trial, expand
 
 REPO = Path(__file__).resolve().parent.parent

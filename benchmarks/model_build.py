@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from sweeper.measure.workbench import build_bundle
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 
 REPO = Path(__file__).resolve().parent.parent

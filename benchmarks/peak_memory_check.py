@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 
 GIB = 1024**3

@@ -43,7 +43,7 @@ from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows
 from sweeper.measure.timing import Arm, calibrate, fixed_window, run_interleaved
 from sweeper.measure.workbench import Workbench, build_workbench
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 
 

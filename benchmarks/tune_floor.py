@@ -29,7 +29,7 @@ import yaml
 
 from benchmarks.driver_scale import spec_text, worker_processes
 from sweeper.run.isolate import trial_payloads
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
 
 REPO = Path(__file__).resolve().parent.parent

@@ -27,7 +27,7 @@ from sweeper.measure import gpu_util
 from sweeper.measure.pipeline import compile_model
 from sweeper.measure.timing import Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved
 from sweeper.measure.workbench import build_workbench
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import Trial, expand
 
 REPO = Path(__file__).resolve().parent.parent

@@ -13,8 +13,8 @@ import yaml
 from sweeper import docs
 from sweeper.spec.reference import missing_docs, sections
 from sweeper.spec.resources import Resources
-from sweeper.spec.schema import SweepSpec, parse_spec
 from sweeper.spec.sections import MeasureSpec
+from sweeper.spec.sweep_spec import SweepSpec, parse_spec
 from tests.helpers import REPO, run_cli
 
 README = REPO / "README.md"

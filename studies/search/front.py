@@ -22,7 +22,7 @@ import pandas as pd
 
 from studies.search.replay import Scaled, front, hypervolume, replay
 from sweeper.results.store import read_results
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 
 HERE = Path(__file__).resolve().parent
 

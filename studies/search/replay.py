@@ -28,7 +28,7 @@ import pandas as pd
 from studies.search.replay_table import generated_table
 from sweeper.results.schema import MODES
 from sweeper.run.search import make_search, metrics_of, params_of
-from sweeper.spec.search import SearchSpec
+from sweeper.spec.search_spec import SearchSpec
 
 log = logging.getLogger("search_replay")
 HERE = Path(__file__).resolve().parent

@@ -1,6 +1,6 @@
 """A fork server for measuring processes: imports once, forks one fresh child per measuring process.
 
-    python -m sweeper.measure.forkserver      (started by run/forks.py; JSON lines on stdin/stdout)
+    python -m sweeper.measure.forkserver      (started by run/forkserver_client.py; JSON lines on stdin/stdout)
 
 The server imports torch, torchvision, transformers, the zoo's model classes, the measuring
 process's modules and what making a `torch.compile` wrapper imports, and then does nothing else:

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ray.tune.search import Searcher
 
 from sweeper.results.schema import EAGER
-from sweeper.spec.search import SearchSpec
+from sweeper.spec.search_spec import SearchSpec
 
 PARAMS = ("model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "workload",
           "bucketing", "mark_dynamic")

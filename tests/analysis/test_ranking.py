@@ -21,7 +21,7 @@ COMMITTED = sorted(p.parent for p in (ROOT / "studies").rglob("results.parquet")
 
 
 def report_choices(df: pd.DataFrame) -> dict[str, str | None]:
-    data = explore.prepare(rows.prepare(df))
+    data = explore.with_view_columns(rows.prepare(df))
     summary = report.context_summary(data)
     return {s["label"]: s["best_setting"] for _, s in summary.iterrows() if s["best_setting"] is not None}
 
@@ -58,7 +58,7 @@ def test_fronts_do_not_move_when_another_sweeps_rows_are_added() -> None:
     both = read_results([ROOT / "studies/streams/results", ROOT / "studies/gpu_smoke/results"])
 
     def fronts(df: pd.DataFrame) -> dict[str, bool]:
-        data = explore.prepare(rows.prepare(df))
+        data = explore.with_view_columns(rows.prepare(df))
         on = report.pareto_front(data, objectives=report.FRONT_OBJECTIVES, group_by=ranking.CONTEXT)
         return dict(zip(data["trial_id"], on, strict=True))
 

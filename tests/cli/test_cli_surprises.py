@@ -84,7 +84,7 @@ def test_output_files_follow_the_umask(umask, tmp_path) -> None:
     from sweeper.results import synthetic
     from sweeper.results.store import write_rows
     from sweeper.run.state import SweepState
-    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.sweep_spec import parse_spec
     from sweeper.spec.trials import expand
 
     old = os.umask(umask)

@@ -16,7 +16,7 @@ import pytest
 
 from sweeper.run import isolate
 from sweeper.run.state import SweepState
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, run_cli, tiny_spec
 

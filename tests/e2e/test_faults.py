@@ -28,7 +28,7 @@ import pytest
 from faulty_models import HANG_CHILD_MARKER
 
 from sweeper.results.store import read_results
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, run_cli, tiny_spec, write_spec
 

@@ -20,7 +20,7 @@ import ray
 
 from sweeper.run import ray_tune as runner
 from sweeper.run.state import SweepState
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import tiny_spec
 

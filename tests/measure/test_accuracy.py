@@ -9,7 +9,7 @@ from torch import nn
 
 from sweeper.measure import accuracy
 from sweeper.measure import process as measure
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 from tests.helpers import tiny_spec
 

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from sweeper.run import isolate
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, tiny_spec
 
@@ -149,7 +149,7 @@ def test_a_fork_guard_set_before_the_server_imports(tmp_path, monkeypatch, needs
     """Children that are to use CUDA: the server says why it cannot fork them and exits, and the
     trial runs in new interpreters, correctly. CPU children: the guard does not concern them."""
     from sweeper.measure.forkserver import NEEDS_CUDA_ENV
-    from sweeper.run import forks
+    from sweeper.run import forkserver_client
 
     facts_dir = tmp_path / "facts"
     facts_dir.mkdir()
@@ -162,7 +162,7 @@ def test_a_fork_guard_set_before_the_server_imports(tmp_path, monkeypatch, needs
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     facts = _facts(facts_dir)
     assert len(facts) == 2
-    refused = [why for key, why in forks._unusable.items() if str(tmp_path) in key[0]]
+    refused = [why for key, why in forkserver_client._unusable.items() if str(tmp_path) in key[0]]
     if needs_cuda:
         assert not any(f["forked"] for f in facts)
         assert all(f["ppid"] == os.getpid() for f in facts)  # started by this worker, one interpreter each

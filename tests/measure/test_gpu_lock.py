@@ -14,7 +14,7 @@ import pytest
 
 from sweeper.measure import gpu_lock
 from sweeper.measure import process as measure
-from sweeper.spec.schema import SpecError, parse_spec
+from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import tiny_spec
 
@@ -91,13 +91,13 @@ def test_a_sharing_process_waits_for_the_gpu_then_holds_it(lock_dir):
 
 def test_the_gpu_is_free_while_compiling_unless_the_compile_autotunes(lock_dir):
     lock = gpu_lock.hold("GPU-test", lock_dir)
-    with gpu_lock.compiling("default"):
+    with gpu_lock.released_while_compiling("default"):
         neighbour = _holder(lock_dir, "GPU-test", None, wait=False)
         assert neighbour.holds_within(STARTS_WITHIN_S)  # it times on the GPU while this process compiles
         neighbour.release_after(1.0)  # leaving the block takes the lock again at once: waits about 1 s
     neighbour.wait()
     assert lock.holding and lock.waited_s >= 0.7  # after the compile, waited for the neighbour
-    with gpu_lock.compiling("max-autotune"):  # benchmarks kernels on the GPU: keeps it
+    with gpu_lock.released_while_compiling("max-autotune"):  # benchmarks kernels on the GPU: keeps it
         other = _holder(lock_dir, "GPU-test", 0.0, wait=False)
         assert not other.holds_within(0.5)
     lock.release()
@@ -116,7 +116,7 @@ def test_a_dead_holders_lock_is_free_at_once(lock_dir):
 def test_a_gpu_of_its_own_waits_for_nothing_and_says_so(lock_dir):
     neighbour = _holder(lock_dir, "GPU-test", 30.0)
     lock = gpu_lock.hold(None, lock_dir)
-    with gpu_lock.compiling("default"), gpu_lock.compiling("max-autotune"):
+    with gpu_lock.released_while_compiling("default"), gpu_lock.released_while_compiling("max-autotune"):
         pass
     assert not lock.holding and lock.as_row() == {"gpu_lock_wait_s": None, "gpu_lock_held_s": None}
     neighbour.proc.kill()

@@ -14,7 +14,7 @@ import torch
 
 from sweeper.measure import gpu_util
 from sweeper.measure import process as measure
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, tiny_spec
 

@@ -10,7 +10,7 @@ import pytest
 from sweeper.measure import matching
 from sweeper.measure import process as measure
 from sweeper.run import isolate
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import tiny_spec
 

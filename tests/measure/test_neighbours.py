@@ -11,7 +11,7 @@ import pytest
 
 from sweeper.measure import neighbours
 from sweeper.measure import process as measure
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 from tests.helpers import tiny_spec
 
@@ -37,7 +37,7 @@ def test_a_live_neighbours_compile_marker_is_seen_and_a_dead_ones_is_not(tmp_pat
     busy.before()
     busy.after()
     assert busy.busy_pct == 50.0
-    with neighbours.compiling(tmp_path):
+    with neighbours.compile_marker(tmp_path):
         assert (tmp_path / str(os.getpid())).exists()
     assert not (tmp_path / str(os.getpid())).exists()
 

@@ -12,7 +12,7 @@ import torch
 from sweeper.measure import process as measure
 from sweeper.measure.regions import Regional, compile_scope, find_blocks
 from sweeper.measure.workbench import build_bundle
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import tiny_spec
 

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from sweeper.measure import process as measure
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 from tests.helpers import tiny_spec
 

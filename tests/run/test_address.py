@@ -171,7 +171,7 @@ def _rows(results_dir: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["local", "cluster"])
 def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, where):
-    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.sweep_spec import parse_spec
     from sweeper.spec.trials import expand
 
     # New interpreters, whose command lines name their trials (a forked measuring process keeps its

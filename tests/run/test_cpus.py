@@ -10,7 +10,7 @@ import time
 import pytest
 
 from sweeper.run import cpus, isolate
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 from tests.helpers import tiny_spec
 

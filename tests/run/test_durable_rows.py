@@ -18,7 +18,7 @@ import pytest
 from sweeper.results.store import PARTS_DIR, RESULTS_FILE, compact, part_files, read_results
 from sweeper.run.owner import LOCK_FILE, DirectoryInUse, claim
 from sweeper.run.state import SweepError, SweepState
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, tiny_spec, write_spec
 
@@ -26,7 +26,7 @@ WRITER = """
 import sys
 from pathlib import Path
 from sweeper.run.state import SweepState
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
 
 spec = load_spec(sys.argv[1])

@@ -64,7 +64,7 @@ def _env(tmp_path: Path) -> dict[str, str]:
 @pytest.mark.slow
 def test_a_full_disk_mid_sweep_stops_in_one_line_and_resume_finishes_every_trial_once(small_fs, tmp_path):
     from sweeper.results.store import RESULTS_FILE, read_results
-    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.sweep_spec import parse_spec
     from sweeper.spec.trials import expand
 
     gate, tickets = tmp_path / "gate", tmp_path / "tickets"
@@ -116,7 +116,7 @@ def test_a_sweep_larger_than_the_free_space_is_warned_of_in_one_line(tmp_path):
     import shutil
 
     from sweeper.run import space
-    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.sweep_spec import parse_spec
     from sweeper.spec.trials import expand
 
     spec = parse_spec(tiny_spec("big", axes={"mode": ["default"]}, measure={"trace": True, "warm_compile": True}))
@@ -143,7 +143,7 @@ def test_a_row_the_full_disk_refuses_is_kept_and_taken_back_on_resume(small_fs, 
     from sweeper.results.store import RESULTS_FILE, read_results
     from sweeper.run import rescue
     from sweeper.run.state import SweepState
-    from sweeper.spec.schema import parse_spec
+    from sweeper.spec.sweep_spec import parse_spec
     from sweeper.spec.trials import expand
 
     monkeypatch.setenv(rescue.FALLBACK_ENV, str(tmp_path / "fallback"))

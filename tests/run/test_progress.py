@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from sweeper.run.progress import Progress, kind
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import tiny_spec
 

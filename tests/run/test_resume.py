@@ -24,7 +24,7 @@ import yaml
 from sweeper.results.store import MANIFEST_FILE, PARTS_DIR, RESULTS_FILE, part_files, read_results
 from sweeper.run.rescue import ResultsUnwritable
 from sweeper.run.state import SweepState
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, run_cli, tiny_spec, write_spec
 

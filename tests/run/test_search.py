@@ -10,8 +10,8 @@ import pytest
 
 from sweeper.results.synthetic import make_rows
 from sweeper.run.search import PARAMS, STATUS_CODES, make_search, metrics_of, objective_values, params_of
-from sweeper.spec.schema import SpecError, parse_spec
-from sweeper.spec.search import SearchSpec
+from sweeper.spec.search_spec import SearchSpec
+from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import tiny_spec
 

@@ -121,7 +121,7 @@ def test_large_files_reach_the_results_directory_and_never_tune_records(ray_loca
     from sweeper.run import ray_tune as runner
     from sweeper.run.artifacts import B64_KEY
     from sweeper.run.state import SweepState
-    from sweeper.spec.schema import load_spec
+    from sweeper.spec.sweep_spec import load_spec
     from sweeper.spec.trials import expand
 
     def measure(payload: dict, max_retries: int = 1) -> dict:
@@ -165,7 +165,7 @@ def test_tune_logs_keeps_only_the_records_asked_for(ray_local, tmp_path, logs, k
     no per-trial record at all; the rows are whole either way."""
     from sweeper.run import ray_tune as runner
     from sweeper.run.state import SweepState
-    from sweeper.spec.schema import load_spec
+    from sweeper.spec.sweep_spec import load_spec
     from sweeper.spec.trials import expand
 
     def measure(payload: dict, max_retries: int = 1) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 
 

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
+from sweeper.measure import input_stream, witness
 from sweeper.measure import process as measure
-from sweeper.measure import streams, witness
 from sweeper.measure.workbench import Workbench
 from sweeper.report import page as report
 from sweeper.results.schema import COLUMN_NAMES, normalize_row
@@ -23,7 +23,7 @@ from sweeper.run.state import make_row
 from sweeper.spec import bucketing
 from sweeper.spec import lengths as workloads
 from sweeper.spec.bucketing import pad_length, parse
-from sweeper.spec.schema import SpecError, parse_spec
+from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
 from sweeper.spec.workload import FileLengths, ImagesSpec, TextLengths, WorkloadSpec
 from tests.helpers import REPO, run_cli, tiny_spec
@@ -249,7 +249,7 @@ def test_stream_batches_are_padded_with_masks_and_count_real_tokens() -> None:
     from sweeper.zoo.nlp import bert_tiny
 
     trial = _stream_trial(bucketing=["multiple:16"])
-    stream = streams.build_stream(trial, bert_tiny(), torch.device("cpu"))
+    stream = input_stream.build_stream(trial, bert_tiny(), torch.device("cpu"))
     lengths = trial.workload.lengths
     assert len(stream.batches) == 6 and stream.items == 12
     assert stream.real_tokens == sum(lengths)
@@ -272,8 +272,8 @@ def test_padding_does_not_change_outputs_at_real_positions(builder: str) -> None
     long = bundle.make_padded([5, 9], 32, torch.Generator().manual_seed(0))
     long.kwargs["input_ids"][:, :9] = short.kwargs["input_ids"]  # same real tokens, more padding
     with torch.no_grad():
-        a = streams.real_positions(model(**short.kwargs).logits, short)
-        b = streams.real_positions(model(**long.kwargs).logits, long)
+        a = input_stream.real_positions(model(**short.kwargs).logits, short)
+        b = input_stream.real_positions(model(**long.kwargs).logits, long)
     torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
@@ -282,8 +282,8 @@ def test_mark_dynamic_marks_only_the_varying_dimension() -> None:
 
     trial = _stream_trial(mark_dynamic=[True])
     assert trial.mark_dynamic
-    stream = streams.build_stream(trial, bert_tiny(), torch.device("cpu"))
-    assert streams.varying_dims(stream) == {"input_ids": [1], "attention_mask": [1]}
+    stream = input_stream.build_stream(trial, bert_tiny(), torch.device("cpu"))
+    assert input_stream.varying_dims(stream) == {"input_ids": [1], "attention_mask": [1]}
     assert all(getattr(sb.batch.kwargs["input_ids"], "_dynamo_dynamic_indices", set()) == {1}
                for sb in stream.batches)
 
@@ -294,7 +294,7 @@ def test_image_stream_partial_batch_and_resolutions() -> None:
     spec = tiny_spec(models=[{"name": "resnet18-tiny"}], axes={"batch_size": [4]},
                      workloads={"e": {"images": {"dataset_size": 10, "resolutions": [32, 40]}, "seed": 2}})
     trial = next(t for t in expand(parse_spec(spec))[0] if t.mode == "eager")
-    stream = streams.build_stream(trial, resnet18_tiny(), torch.device("cpu"))
+    stream = input_stream.build_stream(trial, resnet18_tiny(), torch.device("cpu"))
     shapes = [sb.batch.args[0].shape for sb in stream.batches]
     assert [s[0] for s in shapes] == [4, 4, 2] and {s[2] for s in shapes} <= {32, 40}
     assert stream.pad_waste is None and stream.real_tokens is None

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from studies.claims import tables as claims
+from sweeper.measure import input_stream
 from sweeper.measure import process as measure
-from sweeper.measure import streams
 from sweeper.measure.epoch import epoch_columns, epoch_items
 from sweeper.results.store import write_rows
-from sweeper.spec.schema import load_spec, parse_spec
+from sweeper.spec.sweep_spec import load_spec, parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, tiny_spec
 
@@ -62,7 +62,7 @@ def test_dynamo_runs_the_lstm_eager_and_the_row_says_so(tmp_path) -> None:
 def test_lstm_token_stream_and_its_epoch(tmp_path) -> None:
     trial = _lstm_trials(workloads={"w": {"lengths": {"kind": "uniform", "min_len": 4, "max_len": 24},
                                           "num_batches": 3}})["eager"]
-    stream = streams.build_stream(trial, __import__("sweeper.zoo.recurrent", fromlist=["x"]).lstm_tiny(),
+    stream = input_stream.build_stream(trial, __import__("sweeper.zoo.recurrent", fromlist=["x"]).lstm_tiny(),
                                   torch.device("cpu"))
     assert stream.n_shapes >= 2 and stream.items == 6
     row = measure.run({"trial": trial.to_dict(), "device": "cpu"}, tmp_path / "row.json")

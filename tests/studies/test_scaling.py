@@ -57,7 +57,7 @@ def test_speedup_efficiency_busy_gap_and_phases(tmp_path: Path) -> None:
 
 
 def test_the_scaling_spec_is_48_inference_trials_over_vision_and_nlp() -> None:
-    from sweeper.spec.schema import load_spec
+    from sweeper.spec.sweep_spec import load_spec
     from sweeper.spec.trials import expand
 
     trials, dropped = expand(load_spec(REPO / "studies" / "scaling" / "scaling.yaml"))

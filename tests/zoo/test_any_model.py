@@ -16,7 +16,7 @@ import torch
 
 import sweeper
 from sweeper.measure import process as measure
-from sweeper.spec.schema import SpecError, parse_spec
+from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
 from sweeper.zoo import hf_models, timm_models
 from sweeper.zoo.blocks import MIN_COPIES, find_repeated_block

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 import sweeper
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import REPO, tiny_spec
 

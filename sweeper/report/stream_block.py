@@ -15,9 +15,8 @@ from sweeper.analysis import frames
 from sweeper.analysis.frames import fmt_num
 from sweeper.analysis.ranking import Candidate
 from sweeper.analysis.recommend import Limits, recommend_context
-from sweeper.report.figures import Figure, _axis, _clean, _layout, accuracy_label, esc
-from sweeper.report.tables import esc as hesc
-from sweeper.report.tables import table, td, td_num
+from sweeper.report.figures import Figure, _axis, _clean, _layout, accuracy_label, plotly_text
+from sweeper.report.tables import html_text, table, td, td_num
 
 STREAM_SYMBOLS = {"eager": "triangle-up", "None": "circle", "True": "square", "False": "diamond"}
 _POLICY_COLOURS = ["#2563eb", "#ea580c", "#16a34a", "#9333ea", "#0891b2", "#be185d", "#854d0e", "#4d7c0f"]
@@ -48,7 +47,8 @@ def _symbol(r: pd.Series) -> str:
 
 
 def _hover(r: pd.Series, unit: str, speed: float, fell: bool) -> str:
-    lines = [f"<b>{esc(setting(r))}</b> · bucketing {esc(r['bucketing'])} · batch {fmt_num(r['batch_size'])}",
+    lines = [f"<b>{plotly_text(setting(r))}</b> · bucketing {plotly_text(r['bucketing'])}"
+             f" · batch {fmt_num(r['batch_size'])}",
              f"stream {fmt_num(r['stream_s'])} s end-to-end (eager {fmt_num(r['eager_stream_s'])} s)",
              f"steady {fmt_num(speed)} {unit} · padding waste {fmt_num(100 * (r['pad_waste'] or 0))}%",
              f"graphs {fmt_num(r['graphs'])} · recompiles {fmt_num(r['recompiles'])} · "
@@ -70,7 +70,7 @@ def recompiles_scatter(df: pd.DataFrame, title: str) -> Figure | None:
         d = shown[shown["bucketing"].fillna("none").eq(policy)]
         fell = frames.fell_back(d).tolist()
         traces.append({
-            "type": "scatter", "mode": "markers", "name": esc(policy),
+            "type": "scatter", "mode": "markers", "name": plotly_text(policy),
             "x": _clean(d["graphs"].astype(float)), "y": _clean(speed[d.index].astype(float)),
             "text": [_hover(r, unit, speed[k], f) for (k, r), f in zip(d.iterrows(), fell, strict=True)],
             "hovertemplate": "%{text}<extra></extra>",
@@ -91,7 +91,7 @@ def stream_time_bars(df: pd.DataFrame, title: str) -> Figure | None:
     if shown.empty:
         return None
     waste = shown.groupby(shown["bucketing"].fillna("none"))["pad_waste"].median()
-    label = {p: f"{esc(p)} · pad {fmt_num(100 * w) if pd.notna(w) else '—'}%" for p, w in waste.items()}
+    label = {p: f"{plotly_text(p)} · pad {fmt_num(100 * w) if pd.notna(w) else '—'}%" for p, w in waste.items()}
     shown = shown.assign(_setting=shown.apply(setting, axis=1), _policy=shown["bucketing"].fillna("none"))
     best = shown.groupby(["_setting", "_policy"], sort=False)["stream_s"].idxmin()
     shown = shown.loc[best.to_numpy()]
@@ -99,9 +99,9 @@ def stream_time_bars(df: pd.DataFrame, title: str) -> Figure | None:
     for i, (name, d) in enumerate(shown.groupby("_setting", sort=True)):
         fell = frames.fell_back(d).tolist()
         traces.append({
-            "type": "bar", "name": esc(name), "x": [label[p] for p in d["_policy"]],
+            "type": "bar", "name": plotly_text(name), "x": [label[p] for p in d["_policy"]],
             "y": _clean(d["stream_s"].astype(float)),
-            "text": [f"{esc(name)} · {esc(p)}: {fmt_num(s)} s" + (" · FELL BACK TO EAGER" if f else "")
+            "text": [f"{plotly_text(name)} · {plotly_text(p)}: {fmt_num(s)} s" + (" · FELL BACK TO EAGER" if f else "")
                      for p, s, f in zip(d["_policy"], d["stream_s"], fell, strict=True)],
             "textposition": "none", "hovertemplate": "%{text}<extra></extra>",
             "marker": {"color": "#6b7280" if name == "eager" else _POLICY_COLOURS[::-1][i % len(_POLICY_COLOURS)],
@@ -153,15 +153,15 @@ def _recommendation(df: pd.DataFrame) -> str:
 
 
 def _describe(c: Candidate) -> str:
-    return (f"{hesc(c.setting)} ({fmt_num(c.throughput_items_s)} items/s steady, compiles "
-            f"{fmt_num(c.compile_s)} s) <code>{hesc(c.compile_call)}</code>")
+    return (f"{html_text(c.setting)} ({fmt_num(c.throughput_items_s)} items/s steady, compiles "
+            f"{fmt_num(c.compile_s)} s) <code>{html_text(c.compile_call)}</code>")
 
 
 def _fallback_warning(df: pd.DataFrame) -> str:
     fell = df[frames.fell_back(df)]
     if fell.empty:
         return ""
-    items = ", ".join(f"{hesc(setting(r))} + bucketing {hesc(r['bucketing'])}" for _, r in fell.iterrows())
+    items = ", ".join(f"{html_text(setting(r))} + bucketing {html_text(r['bucketing'])}" for _, r in fell.iterrows())
     return (f'<p class="warn"><b>FELL BACK TO EAGER: {len(fell)} setting{"s" if len(fell) != 1 else ""}</b> hit '
             f"torch._dynamo's recompile limit, so later new shapes ran uncompiled: {items}. "
             "They are never recommended; bucketing or dynamic shapes avoid it.</p>")
@@ -172,13 +172,14 @@ def stream_block(ctx: pd.DataFrame, plot: Callable[[Figure | None, str], str]) -
     df = stream_rows(ctx)
     if df.empty:
         return ""
-    name = hesc(df["workload"].iloc[0])
+    name = html_text(df["workload"].iloc[0])
     source = "; ".join(sorted({str(s) for s in df["length_source"].dropna()})) or "unknown source"
     batches = ", ".join(sorted({fmt_num(b) for b in df["stream_batches"].dropna()})) or "—"
-    head = (f"<h4>Input stream {name}</h4><p class=\"sub\">{hesc(source)} · {batches} batches per pass · "
+    head = (f"<h4>Input stream {name}</h4><p class=\"sub\">{html_text(source)} · {batches} batches per pass · "
             "stream time is the first pass with every compile; throughput is the median of the later passes, "
             "counting real (non-padding) tokens.</p>")
-    scatter = plot(recompiles_scatter(df, f"{esc(df['workload'].iloc[0])}: graphs compiled vs steady throughput"),
+    title = f"{plotly_text(df['workload'].iloc[0])}: graphs compiled vs steady throughput"
+    scatter = plot(recompiles_scatter(df, title),
                    "No successful stream trial to plot.")
     bars = plot(stream_time_bars(df, "End-to-end stream time per bucketing policy (red outline: fell back)"),
                 "No successful stream trial to plot.")

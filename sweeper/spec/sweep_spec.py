@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 from sweeper import SweeperError
 from sweeper.spec.base import Strict
 from sweeper.spec.resources import Resources
-from sweeper.spec.search import SearchSpec
+from sweeper.spec.search_spec import SearchSpec
 from sweeper.spec.sections import Axes, InputSpec, MeasureSpec, ModelSpec, Phase, Precision, check_name
 from sweeper.spec.workload import WorkloadSpec
 
@@ -52,7 +52,7 @@ class SweepSpec(Strict):
     results_dir: str | None = None
     """Where rows and the report go; default results/<name>. Relative to the working directory."""
     search: SearchSpec = Field(default_factory=SearchSpec)
-    """Which settings run: the whole grid (default) or a budgeted search (sweeper.spec.search)."""
+    """Which settings run: the whole grid (default) or a budgeted search (sweeper.spec.search_spec)."""
 
     @field_validator("name")
     @classmethod
