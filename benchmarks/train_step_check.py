@@ -4,33 +4,14 @@
         [--pairs 40] [--iters 10] [--variants plain,tool_step,...] [--out OUT.json]
     python -m benchmarks.train_step_check --device cpu --smoke --backend eager --out OUT.json   # a tiny run
 
-For each setting (MODEL:PRECISION:MODE; fp32 runs with --matmul-precision, default high), each variant
-runs in a fresh process, one after the other, never two at once (train_step_variants.py):
-
-- plain: the loop of issue #38: the zoo's torchvision model built under the device, AdamW(lr=1e-4),
-  grads set to None, cross-entropy on the float logits, torch.compile(model), eager and compiled
-  windows of --iters steps alternated, --pairs pairs, CUDA events, a CPU probe (--probe-ops tiny
-  `t.add(1)` ops on 4 elements) timed before each window so the host's CPU speed is visible;
-- the plain loop with one of the tool's differences switched on: dynamic (compiled with
-  dynamic=False), tool_build (build_workbench's model, batch, optimizer), tool_step (Workbench.step
-  and compile_model), tool_timing (the tool's step and timing: calibrated windows, run_interleaved),
-  sampler (the NVML thread), markers (the neighbours' marker files), memory (peak resets, device
-  need), hooks (all three as a trial runs them), health (the compile-health watch), restored (the
-  references, eager windows, restore_initial_state and the accuracy check first), affinity (the
-  process pinned to the CPU slot a trial would hold, --pin-cpus, with the trial's thread counts);
-- the tool itself: pipeline (its measuring process, as the runner starts it), forkserver (forked from
-  its fork server, a sweep's default), sweep (`python -m sweeper run` on a one-trial spec, Ray and
-  all, its compile cold in the runner's own cache; not in the default list).
-
-Reading it: a launch-bound compiled step follows the host's CPU speed, so compare a variant's compiled
-ms with plain's at a similar probe ms (the JSON keeps every window's step time and the probe before
-it); the tool's variants carry their row's columns (row_*), their probe is not timed.
-
-The processes share one inductor/Triton cache (only each setting's first compile is cold; the
-compiled code is the same) unless --cold-cache. Prints progress, then one table per setting
-(variant, eager ms median, compiled ms median, speedup, probe ms median, compiled vs plain), and
-writes the JSON to --out after every variant, so a run cut short keeps what it measured.
-"""
+For each setting (MODEL:PRECISION:MODE) each variant runs in a fresh process, one at a time
+(train_step_variants.py): `plain`, a user's loop (train_step_loop.py: eager and compiled windows
+alternated, a CPU probe timed before each window); the plain loop with one of the tool's
+differences switched on (dynamic, tool_build, tool_step, tool_timing, sampler, markers, memory,
+hooks, health, restored, affinity); and the tool itself (pipeline, forkserver, sweep;
+train_step_tool.py). A launch-bound compiled step follows the host's CPU speed, so compare a
+variant's compiled ms with plain's at a similar probe ms (the JSON keeps every window). The
+processes share one inductor cache unless --cold-cache; the JSON is written after every variant."""
 
 from __future__ import annotations
 

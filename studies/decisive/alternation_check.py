@@ -1,25 +1,16 @@
 """Does an eager step run at another speed when its windows alternate with other work?
 
+    python3 -m studies.decisive.alternation_check --out alternation.json [--no-compile]
+
 A plain script (torch, transformers and NVML only) behind the decisive study's open question: a
-compiled trial's in-trial eager windows (alternated with compiled windows) ran faster than the
-sweep's eager trial (eager windows back to back) at the same host-speed witness reading. Here one
-process times the same eager step's windows under four neighbours, in short blocks that rotate
-(so a slow stretch of the host falls on every condition alike):
-
-  alone     eager windows back to back (an eager trial)
-  compiled  each eager window followed by a window of the compiled model (a compiled trial)
-  gpu_busy  each eager window followed by a GPU-only wait as long as a compiled window
-            (the GPU kept busy, the CPU idle)
-  idle      each eager window followed by a sleep as long as a compiled window (both idle)
-
-Per window: the eager step's seconds per iteration (CUDA events), the witness (400 tiny torch
-CPU ops timed before the window, the slower of before/after) and the SM clock at the window's
-end (NVML). Printed: per condition, the median step over windows at the fast witness state and
-over all windows, and the median clock. `--no-compile` leaves the compiled condition out (a
-process that never compiled: is eager itself different there?).
-
-    python3 -m studies.decisive.alternation_check --out alternation.json
-"""
+compiled trial's in-trial eager windows ran faster than the sweep's eager trial at the same
+host-speed witness reading. One process times the same eager step under four neighbours, in short
+rotating blocks (a slow stretch of the host falls on every condition alike): `alone` (eager windows
+back to back), `compiled` (each followed by a compiled window), `gpu_busy` (by a GPU-only wait as
+long) and `idle` (by a sleep as long). Per window: seconds per iteration (CUDA events), the witness
+(tiny CPU ops timed around the window) and the SM clock (NVML); printed per condition, the median
+step at the fast witness state and over all windows. `--no-compile` leaves the compiled condition
+out (is eager itself different in a process that never compiled?)."""
 
 from __future__ import annotations
 

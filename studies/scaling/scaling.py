@@ -4,24 +4,14 @@
     python -m studies.scaling.scaling analyze results/scaling-1gpu results/scaling-2gpu [--markdown] [--project 4,8]
     python -m studies.scaling.scaling compare results/before results/after
 
-`run` starts a Ray head that sees the first N GPUs (the way a cluster is used), runs the
-sweep against it with `--address`, and stops Ray. `analyze` reads the rows back and reports,
-per run: sweep wall time (first trial start to last trial end), trials per minute, speedup
-and efficiency against the run with the fewest GPUs, each GPU's busy fraction (time inside
-trials / sweep wall), the median gap between consecutive trials on one GPU (scheduling and
-worker start), the median per-trial time spent outside compiling and measuring (process
-starts, imports, CUDA init, model build, process teardown, warm-compile process), the median
-over compiled trials of the seconds outside anything measured (the warm compiles and the float64
-reference counted as measured), and the median of each phase of `phase_s_json`.
-
-It also splits each run's efficiency into its two causes, efficiency = busy / work per trial:
-the work per trial (summed trial seconds against the base run's, and each phase's median ratio
-to the same trial in the base run: what sharing the host with other trials costs), and the idle
-time of each GPU before its first trial, between trials and after its last (the tail, when the
-remaining trials are fewer than the GPUs). `--project` replays the base run's trials, slowed by
-the widest run's work per trial, onto more GPUs in dispatch order and longest first; each run's
-own trials replayed this way give back its measured wall time, the check on that model.
-"""
+`run` starts a Ray head that sees the first N GPUs, runs the sweep against it with `--address`,
+and stops Ray. `analyze` reports per run: wall time, trials per minute, speedup and efficiency
+against the run with the fewest GPUs, each GPU's busy fraction, the gaps between trials, the
+per-trial time outside compiling and measuring, and the median of each phase (`phase_s_json`).
+It splits efficiency into its two causes (busy fraction and work per trial against the base
+run's), and `--project` replays the base run's trials, slowed by the widest run's work per trial,
+onto more GPUs (each run's own trials replayed give back its measured wall: the model's check).
+`compare` gives every compiled setting's speedup before and after."""
 
 from __future__ import annotations
 
