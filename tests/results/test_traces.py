@@ -12,7 +12,7 @@ import sys
 import pandas as pd
 import pytest
 
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 from tests.helpers import run_cli, tiny_spec, write_spec
 
