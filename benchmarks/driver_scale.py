@@ -1,29 +1,17 @@
 """The sweep driver alone at cluster scale: N synthetic trials through the real runner and sweep state.
 
-    python benchmarks/driver_scale.py [--trials 2000] [--slots 8] [--device cuda|cpu] [--out DIR]
+    python -m benchmarks.driver_scale [--trials 2000] [--slots 8] [--device cuda|cpu] [--out DIR]
         [--tune-logs LIST] [--json FILE] [--tracemalloc]
 
-Everything a real sweep does on the driver runs for real: the spec is expanded, the results
-directory is claimed, Ray starts (a local Ray with `--slots` logical CPUs and, by default, as many
-logical GPUs, one per trial: that many trials at once, as on a cluster of that many GPUs; no GPU is
-touched), Tune runs every trial through the sweep's searcher, and the
-driver writes every row durably as it arrives, then compacts. Only the measuring is replaced: the
-trainable's `run_trial` becomes `synthetic_row`, which returns a row at once, through
-`run_sweep(..., _measure=...)`, a private parameter no command can reach.
-
-It reports the sweep's wall time (Ray start apart), how many Ray worker processes the session
-started and how many trial actors Tune created, of them how many lived under a second: Tune asks
-for a new actor for every trial it stages, and when a finished trial's actor becomes free first
-(an instant trial ends long before a new actor has started) it hands the staged trial that one and
-stops the new one; with free slots every such start is a new worker process, about a CPU-second on a
-small host, which then decides most of the wall time. Then the driver's CPU seconds, its resident
-memory at the start of the sweep, after its first 100 rows (Tune's loggers import their libraries
-with the first result), just before its last row, and its peak, and checks
-while the sweep runs that every row the driver holds is on disk as a part file (sampled every
-second), and at the end that the compacted file holds every trial. With `--tracemalloc` (slower:
-every allocation is traced) it also names the source lines whose Python allocations grew most
-between the first 100 rows and the sweep's end.
-"""
+Everything a sweep does on the driver runs for real (spec expansion, the results directory's claim,
+a local Ray with `--slots` logical CPUs and as many logical GPUs, Tune and the searcher, durable
+rows, compaction); only the measuring is replaced, through `run_sweep(..., _measure=...)`, by a
+trainable that returns a synthetic row at once. So what it reports is the driver's own cost: the
+sweep's wall time (Ray's start apart), the Ray worker processes and trial actors started (and how
+many lived under a second), the driver's CPU seconds and resident memory (at the start, after 100
+rows, before the last row, peak), and whether every row the driver holds is on disk while it runs
+and in the compacted file at the end. `--tracemalloc` names the source lines whose Python
+allocations grew most between the first 100 rows and the end."""
 
 from __future__ import annotations
 
@@ -42,15 +30,14 @@ from typing import Any
 import psutil
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from sweeper.results.store import part_files, read_results
+from sweeper.run.options import TUNE_LOGS
+from sweeper.run.options import tune_logs as tune_logs_option
+from sweeper.run.state import SweepState
+from sweeper.spec.sweep_spec import load_spec
+from sweeper.spec.trials import expand
 
-from sweeper.results.store import part_files, read_results  # noqa: E402
-from sweeper.run.options import TUNE_LOGS  # noqa: E402
-from sweeper.run.options import tune_logs as tune_logs_option  # noqa: E402
-from sweeper.run.state import SweepState  # noqa: E402
-from sweeper.spec.schema import load_spec  # noqa: E402
-from sweeper.spec.trials import expand  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 log = logging.getLogger("driver_scale")
 WARM_ROWS = 100

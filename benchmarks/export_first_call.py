@@ -1,6 +1,6 @@
 """Time the first call of an exported setting in a fresh process, from its artifact or cold.
 
-    python benchmarks/export_first_call.py EXPORT_DIR [--cold]
+    python -m benchmarks.export_first_call EXPORT_DIR [--cold]
 
 Builds the zoo model the trial measured (seeded, random weights) with the trial's batch size,
 sequence length and precision (inference), imports the export's `sweeper_compiled` module,
@@ -14,10 +14,10 @@ Inductor and Triton get a new, empty cache directory, as on a machine that never
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import socket
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
@@ -48,8 +48,9 @@ def main() -> None:
     bundle = sources.build(ModelSpec(name=setting["model"]))
     model = bundle.model.to(device).eval()
     batch = bundle.make_batch(setting["batch_size"], setting["seq_len"], torch.Generator().manual_seed(0)).to(device)
-    sys.path.insert(0, str(args.export_dir))
-    import sweeper_compiled
+    found = importlib.util.spec_from_file_location("sweeper_compiled", args.export_dir / "sweeper_compiled.py")
+    sweeper_compiled = importlib.util.module_from_spec(found)
+    found.loader.exec_module(sweeper_compiled)
 
     t0 = time.perf_counter()
     model = sweeper_compiled.compile_model(model, use_artifact=not args.cold)

@@ -1,6 +1,6 @@
 """Does importing what the fork server imports set torch's CUDA fork guard, and who asks?
 
-    python benchmarks/fork_guard.py default-check|nvml-check
+    python -m benchmarks.fork_guard default-check|nvml-check
 
 Runs the fork server's imports (sweeper/measure/forkserver.py: `preload`) with torch's default
 `torch.cuda.is_available()` (a CUDA runtime device count: sets the guard) or the NVML-based one
@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from pathlib import Path
 
 check = sys.argv[1] if len(sys.argv) > 1 else "default-check"
 if check not in ("default-check", "nvml-check"):
@@ -22,7 +21,6 @@ if check == "nvml-check":
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
 else:
     os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 

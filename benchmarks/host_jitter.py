@@ -1,6 +1,6 @@
 """Does a launch-bound eager step keep its speed on this host, alone and beside a neighbour?
 
-    python benchmarks/host_jitter.py [--cpus 0-15] [--neighbour-cpus 16-31] [--neighbour-gpu 1]
+    python -m benchmarks.host_jitter [--cpus 0-15] [--neighbour-cpus 16-31] [--neighbour-gpu 1]
 
 Prints the CPU topology the guest sees, then the median step time of bert-base bf16 (batch 64,
 seq 128, eager: hundreds of small kernels launched from one CPU thread) over 10 windows of 20

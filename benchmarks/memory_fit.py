@@ -1,39 +1,28 @@
 """Does a setting's reported memory need really fit? Cap the GPU to just above it and to below it.
 
-For each chosen setting of a spec: one measuring process reports `mem_need_reserved_gib` (what the
-caching allocator took over the whole trial) and the steady `peak_mem_gib` (allocated tensors from
-warm-up through the timed windows); then fresh processes run the same trial with the allocator
-capped (`measure.memory_cap_gib`, i.e. torch.cuda.set_per_process_memory_fraction) at
+    python -m benchmarks.memory_fit SPEC --setting resnet50:reduce-overhead:bf16 [...] --out DIR [--gpu 0]
 
-    need x 1.05   (expected: ok)      need x 0.90   (expected: oom)
-    steady peak   (what a user who provisioned by the steady figure would have; CUDA-graph
-                   modes hold a private pool that the steady allocated peak does not show)
-
-then the compiled setting alone, as a deployment runs it (a warm-compile process: no eager model
-timed beside it, no accuracy check): its `compiled_need_reserved_gib`, and capped at 1.05x
-(expected: ok) and 0.90x (expected: oom) of that.
-
-The capped runs share the first run's inductor cache (a warm compile: minutes of GPU time saved;
-a cold compile needs at least as much memory, so a cap that fails warm fails cold too).
-
-    python benchmarks/memory_fit.py SPEC --setting resnet50:reduce-overhead:bf16 [...] --out DIR
-        [--gpu 0]
-"""
+For each chosen setting: one measuring process reports `mem_need_reserved_gib` (what the caching
+allocator took over the whole trial) and the steady `peak_mem_gib`; then fresh processes run the
+same trial with the allocator capped (`measure.memory_cap_gib`) at need x 1.05 (expected: ok),
+need x 0.90 (expected: oom) and the steady peak (what provisioning by the steady figure would give;
+CUDA-graph modes hold a private pool it does not show). Then the compiled setting alone, as a
+deployment runs it: its `compiled_need_reserved_gib`, capped at 1.05x and 0.90x of that. The
+capped runs share the first run's inductor cache (a cold compile needs at least as much memory, so
+a cap that fails warm fails cold too)."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from sweeper.run.isolate import run_process
+from sweeper.spec.sweep_spec import load_spec, parse_spec
+from sweeper.spec.trials import Trial, expand
 
-from sweeper.run.isolate import run_process  # noqa: E402
-from sweeper.spec.schema import load_spec, parse_spec  # noqa: E402
-from sweeper.spec.trials import Trial, expand  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 CAPS = (("need x 1.05", "need", 1.05), ("need x 0.90", "need", 0.90), ("steady peak", "steady", 1.0))
 

@@ -9,7 +9,7 @@ shapes and dtypes, every tensor on the device, constant tensors (norm weights, z
 buffers) equal, and each random tensor's mean and standard deviation as the host's initialization
 gives them (within `--z-max` standard errors for a sample of that size).
 
-    python benchmarks/model_build.py --models resnet50 vit_b_16 bert-base gpt2 [--repeats 3] [--json OUT]
+    python -m benchmarks.model_build --models resnet50 vit_b_16 bert-base gpt2 [--repeats 3] [--json OUT]
 """
 
 from __future__ import annotations
@@ -22,14 +22,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from sweeper.measure.workbench import build_bundle
+from sweeper.spec.sweep_spec import parse_spec
+from sweeper.spec.trials import Trial, expand
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import torch  # noqa: E402
-
-from sweeper.measure.workbench import build_bundle  # noqa: E402
-from sweeper.spec.schema import parse_spec  # noqa: E402
-from sweeper.spec.trials import Trial, expand  # noqa: E402
 
 
 def trial_for(model: str) -> Trial:

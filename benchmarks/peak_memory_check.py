@@ -1,6 +1,6 @@
 """Does a trial's steady peak memory count what a user's loop holds? The tool against a plain loop.
 
-    python benchmarks/peak_memory_check.py [--model gpt2] [--batch 32] [--seq 256] [--precision bf16]
+    python -m benchmarks.peak_memory_check [--model gpt2] [--batch 32] [--seq 256] [--precision bf16]
         [--modes eager default reduce-overhead] [--device cuda] [--out FILE.json]
 
 For each mode, in fresh processes one after the other: (a) the tool's measuring process for that
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
 
 GIB = 1024**3

@@ -6,7 +6,7 @@ server), then times, in a fresh interpreter each time, `ray.init(ADDRESS)` for t
 and for ray://HOST:PORT (Ray Client), first on the idle machine and then with one CPU-burning
 process per core beside it. Prints JSON: seconds per connect, per address kind and load.
 
-    python benchmarks/ray_connect.py --repeats 3 --out ray_connect.json
+    python -m benchmarks.ray_connect --repeats 3 --out ray_connect.json
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Build the HTML report over many synthetic trials; print build seconds and file size.
 
 Target: 10,000 trials in under 10 s and under 15 MB. Usage:
-    python benchmarks/report_scale.py [--trials 10000] [--out /tmp/report_scale.html]
+    python -m benchmarks.report_scale [--trials 10000] [--out /tmp/report_scale.html]
 """
 
 from __future__ import annotations

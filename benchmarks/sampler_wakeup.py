@@ -11,7 +11,7 @@ torch CPU ops. Windows alternate sampled/plain (half the pairs in each order); t
 median window, divided by the wake-ups in a window, is the cost of one wake-up, and that over
 `SAMPLE_PERIOD_S` bounds what the sampler adds to a step at its real rate.
 
-    python benchmarks/sampler_wakeup.py [--windows 200] [--reading-us 10] [--out OUT.json]
+    python -m benchmarks.sampler_wakeup [--windows 200] [--reading-us 10] [--out OUT.json]
 """
 
 from __future__ import annotations
@@ -26,16 +26,13 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import torch
+
+from benchmarks.util_overhead import merge_windows, write_json
+from sweeper.measure import gpu_util
+from sweeper.measure.timing import Arm, calibrate, fixed_window, paired_interval, run_interleaved
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import torch  # noqa: E402
-
-from sweeper.measure import gpu_util  # noqa: E402
-from sweeper.measure.timing import Arm, calibrate, fixed_window, paired_interval, run_interleaved  # noqa: E402
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from util_overhead import merge_windows, write_json  # noqa: E402
 
 PERIOD_S = 0.001
 """Seconds between wake-ups here: 100 times sweeper's rate."""

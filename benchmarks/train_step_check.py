@@ -1,36 +1,17 @@
 """Does the tool time a training step as a user's plain loop does? Both side by side, and the steps between.
 
-    python benchmarks/train_step_check.py [--setting resnet18:fp32:default ...] [--phase train] [--batch 64]
+    python -m benchmarks.train_step_check [--setting resnet18:fp32:default ...] [--phase train] [--batch 64]
         [--pairs 40] [--iters 10] [--variants plain,tool_step,...] [--out OUT.json]
-    python benchmarks/train_step_check.py --device cpu --smoke --backend eager --out OUT.json   # a tiny run
+    python -m benchmarks.train_step_check --device cpu --smoke --backend eager --out OUT.json   # a tiny run
 
-For each setting (MODEL:PRECISION:MODE; fp32 runs with --matmul-precision, default high), each variant
-runs in a fresh process, one after the other, never two at once (train_step_variants.py):
-
-- plain: the loop of issue #38: the zoo's torchvision model built under the device, AdamW(lr=1e-4),
-  grads set to None, cross-entropy on the float logits, torch.compile(model), eager and compiled
-  windows of --iters steps alternated, --pairs pairs, CUDA events, a CPU probe (--probe-ops tiny
-  `t.add(1)` ops on 4 elements) timed before each window so the host's CPU speed is visible;
-- the plain loop with one of the tool's differences switched on: dynamic (compiled with
-  dynamic=False), tool_build (build_workbench's model, batch, optimizer), tool_step (Workbench.step
-  and compile_model), tool_timing (the tool's step and timing: calibrated windows, run_interleaved),
-  sampler (the NVML thread), markers (the neighbours' marker files), memory (peak resets, device
-  need), hooks (all three as a trial runs them), health (the compile-health watch), restored (the
-  references, eager windows, restore_initial_state and the accuracy check first), affinity (the
-  process pinned to the CPU slot a trial would hold, --pin-cpus, with the trial's thread counts);
-- the tool itself: pipeline (its measuring process, as the runner starts it), forkserver (forked from
-  its fork server, a sweep's default), sweep (`python -m sweeper run` on a one-trial spec, Ray and
-  all, its compile cold in the runner's own cache; not in the default list).
-
-Reading it: a launch-bound compiled step follows the host's CPU speed, so compare a variant's compiled
-ms with plain's at a similar probe ms (the JSON keeps every window's step time and the probe before
-it); the tool's variants carry their row's columns (row_*), their probe is not timed.
-
-The processes share one inductor/Triton cache (only each setting's first compile is cold; the
-compiled code is the same) unless --cold-cache. Prints progress, then one table per setting
-(variant, eager ms median, compiled ms median, speedup, probe ms median, compiled vs plain), and
-writes the JSON to --out after every variant, so a run cut short keeps what it measured.
-"""
+For each setting (MODEL:PRECISION:MODE) each variant runs in a fresh process, one at a time
+(train_step_variants.py): `plain`, a user's loop (train_step_loop.py: eager and compiled windows
+alternated, a CPU probe timed before each window); the plain loop with one of the tool's
+differences switched on (dynamic, tool_build, tool_step, tool_timing, sampler, markers, memory,
+hooks, health, restored, affinity); and the tool itself (pipeline, forkserver, sweep;
+train_step_tool.py). A launch-bound compiled step follows the host's CPU speed, so compare a
+variant's compiled ms with plain's at a similar probe ms (the JSON keeps every window). The
+processes share one inductor cache unless --cold-cache; the JSON is written after every variant."""
 
 from __future__ import annotations
 
@@ -47,12 +28,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sweeper import zoo  # the registry, without torch
+from sweeper.run import cpus
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
-
-from sweeper import zoo  # noqa: E402 - the registry, without torch
-from sweeper.run import cpus  # noqa: E402
 
 ALL_VARIANTS = ("plain", "dynamic", "tool_build", "tool_step", "tool_timing", "sampler", "markers", "memory",
                 "hooks", "health", "restored", "affinity", "pipeline", "forkserver", "sweep")
@@ -61,7 +41,7 @@ PRECISIONS = ("fp32", "bf16")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CLAIMS_MEASURE = {"warmup_iters": 5, "windows": 8, "min_window_iters": 5, "min_window_s": 0.5, "warm_compile": False,
                   "gpu_util": True}
-"""The tool's measure section for its trial: the claims sweep's (experiments/claims/train.yaml), no warm compile."""
+"""The tool's measure section for its trial: the claims sweep's (studies/claims/train.yaml), no warm compile."""
 SMOKE = {"model": "vit-tiny", "batch": 2, "pairs": 2, "iters": 2, "warmup": 1, "probe_ops": 200,
          "measure": {"warmup_iters": 1, "windows": 5, "min_window_iters": 2, "min_window_s": 0.01,
                      "warm_compile": False, "gpu_util": True}}
@@ -142,7 +122,7 @@ def run_variant(setting: dict[str, Any], variant: str, work: Path, pin: list[int
     (work / "setting.json").write_text(json.dumps(setting))
     out = work / f"{variant}.json"
     out.unlink(missing_ok=True)  # a variant that ran before (another setting) must not stand in for this one
-    cmd = [sys.executable, str(HERE / "train_step_variants.py"), "--variant", variant,
+    cmd = [sys.executable, "-m", "benchmarks.train_step_variants", "--variant", variant,
            "--setting", str(work / "setting.json"), "--out", str(out)]
     preexec = (lambda: os.sched_setaffinity(0, pin)) if variant == "affinity" and pin else None
     limit_s = setting["timeout_s"] + 180  # the tool's own processes stop at timeout_s; this is the backstop

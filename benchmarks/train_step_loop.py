@@ -13,21 +13,19 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch import nn
+
+from sweeper import zoo
+from sweeper.zoo.bundle import Batch, output_tensor
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
-
-from sweeper import zoo  # noqa: E402
-from sweeper.zoo.bundle import Batch, output_tensor  # noqa: E402
 
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 """Modes whose compiled steps replay CUDA graphs: each compiled step begins with a step marker."""

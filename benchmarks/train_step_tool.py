@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from train_step_loop import REPO
+from benchmarks.train_step_loop import REPO
 
 if TYPE_CHECKING:
     from train_step_variants import Setting

@@ -1,7 +1,7 @@
 """One variant of `train_step_check.py` in this (fresh) process: the plain loop, the plain loop with
 one of the tool's differences switched on, or the tool's own measuring process.
 
-    python benchmarks/train_step_variants.py --variant NAME --setting SETTING.json --out RESULT.json
+    python -m benchmarks.train_step_variants --variant NAME --setting SETTING.json --out RESULT.json
 
 Run by `train_step_check.py`, one process per variant, one after the other. Each in-process variant
 builds, compiles and times in the plain loop's way (`train_step_loop.time_pairs`) unless timing is
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch
-import train_step_tool
-from train_step_loop import (
+
+from benchmarks import train_step_tool
+from benchmarks.train_step_loop import (
     CUDAGRAPH_MODES,
     Arms,
     Plain,
@@ -36,7 +36,6 @@ from train_step_loop import (
     time_pairs,
     warm_up,
 )
-
 from sweeper.measure import gpu_util, pipeline
 from sweeper.measure.feeds import FixedBatch
 from sweeper.measure.health import watch_compiles
@@ -44,7 +43,7 @@ from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows
 from sweeper.measure.timing import Arm, calibrate, fixed_window, run_interleaved
 from sweeper.measure.workbench import Workbench, build_workbench
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import Trial, expand
 
 

@@ -1,6 +1,6 @@
 """What Ray Tune alone costs for the sweep driver_scale.py runs: its floor on this machine.
 
-    python benchmarks/tune_floor.py [--trials 2000] [--slots 8] [--json FILE]
+    python -m benchmarks.tune_floor [--trials 2000] [--slots 8] [--json FILE]
 
 The same N instant trials as `benchmarks/driver_scale.py` (its spec, its payloads: each trial's
 JSON as the sweep's workers get it, through `tune.with_parameters`), the same Ray (`--slots`
@@ -27,14 +27,12 @@ from typing import Any
 import psutil
 import yaml
 
+from benchmarks.driver_scale import spec_text, worker_processes
+from sweeper.run.isolate import trial_payloads
+from sweeper.spec.sweep_spec import load_spec
+from sweeper.spec.trials import expand
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from driver_scale import spec_text, worker_processes  # noqa: E402
-
-from sweeper.run.isolate import trial_payloads  # noqa: E402
-from sweeper.spec.schema import load_spec  # noqa: E402
-from sweeper.spec.trials import expand  # noqa: E402
 
 
 def _trainable(config: dict[str, Any], payloads: dict[str, str]) -> dict[str, Any]:

@@ -5,7 +5,7 @@ its steps alternating between two arms that differ only in the NVML sampler runn
 window: sampled, plain, plain, sampled, ... (half the pairs in each order). The change in the
 median step time, with a 95% bootstrap interval over the pairs, is what sampling costs.
 
-    python benchmarks/util_overhead.py SPEC --setting vit_tiny:eager:bf16 [...] [--windows 20]
+    python -m benchmarks.util_overhead SPEC --setting vit_tiny:eager:bf16 [...] [--windows 20]
         [--out OUT.json]
 
 Needs a CUDA device and NVML (`pip install nvidia-ml-py`).
@@ -21,17 +21,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from sweeper.measure import gpu_util
+from sweeper.measure.pipeline import compile_model
+from sweeper.measure.timing import Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved
+from sweeper.measure.workbench import build_workbench
+from sweeper.spec.sweep_spec import load_spec
+from sweeper.spec.trials import Trial, expand
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import torch  # noqa: E402
-
-from sweeper.measure import gpu_util  # noqa: E402
-from sweeper.measure.pipeline import compile_model  # noqa: E402
-from sweeper.measure.timing import Arm, WindowStats, calibrate, fixed_window, paired_interval, run_interleaved  # noqa: E402
-from sweeper.measure.workbench import build_workbench  # noqa: E402
-from sweeper.spec.schema import load_spec  # noqa: E402
-from sweeper.spec.trials import Trial, expand  # noqa: E402
 
 
 def pick(spec_path: str, setting: str) -> Trial:

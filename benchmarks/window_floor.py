@@ -1,6 +1,6 @@
 """Did a sweep's timed windows meet the spec's floors? From finished results directories.
 
-    python benchmarks/window_floor.py RESULTS_DIR...
+    python -m benchmarks.window_floor RESULTS_DIR...
 
 Each row records the steps per window of its timed arm (`iters_per_window`, the compiled arm of
 a compiled trial) and the median step (`latency_p50_ms`); their product is the window's length.
@@ -14,15 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from sweeper.results.store import read_results
 
-from sweeper.results.store import read_results  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 SHORT = 0.8
 """A window under this share of the time floor is short."""

@@ -1,6 +1,6 @@
 """Does the host-speed witness see what slows a launch-bound step, and what does it cost?
 
-    python benchmarks/witness_check.py [--windows 150] [--out FILE.json]
+    python -m benchmarks.witness_check [--windows 150] [--out FILE.json]
 
 Part 1: a launch-bound eager step (bert-base bf16, batch 8, seq 128: hundreds of small kernels
 from one CPU thread) timed in `--windows` windows of 20 steps, the witness read before each

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sweeper.results.schema import schema_markdown
 from sweeper.spec.reference import reference_markdown
-from sweeper.spec.schema import SweepSpec
+from sweeper.spec.sweep_spec import SweepSpec
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 """The repository's docs/ beside the package (a source checkout)."""

@@ -214,8 +214,8 @@ def test_the_graph_sees_every_kind_of_import():
     """Absolute, relative and function-level imports all land in the graph, resolved to modules."""
     edges = {(e.source, e.target) for e in graph()}
     assert ("sweeper.measure.__main__", "sweeper.measure.process") in edges  # a module in a package
-    assert ("sweeper.spec.schema", "sweeper.spec.sections") in edges
-    assert ("sweeper.spec.schema", "sweeper.zoo") not in edges  # that one moved to sections
+    assert ("sweeper.spec.sweep_spec", "sweeper.spec.sections") in edges
+    assert ("sweeper.spec.sweep_spec", "sweeper.zoo") not in edges  # that one moved to sections
     assert ("sweeper.spec.sections", "sweeper.zoo") in edges  # `from sweeper import zoo`: the package
     assert ("sweeper.run.state", "sweeper") in edges  # `from sweeper import __version__`: the root
     assert ("sweeper.api.run", "sweeper.run.ray_tune") in edges  # imported inside a function

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, run_cli
 
 from sweeper import docs
 from sweeper.spec.reference import missing_docs, sections
 from sweeper.spec.resources import Resources
-from sweeper.spec.schema import SweepSpec, parse_spec
 from sweeper.spec.sections import MeasureSpec
+from sweeper.spec.sweep_spec import SweepSpec, parse_spec
+from tests.helpers import REPO, run_cli
 
 README = REPO / "README.md"
 PAGES = sorted((REPO / "docs").glob("*.md"))

@@ -47,7 +47,7 @@ class Floors:
 
     run_to_run: float = RUN_TO_RUN_FLOOR
     unstable_baseline: float = UNSTABLE_BASELINE_FLOOR
-    source: str = "measured on 2x H200 (experiments/results/h200/truth)"
+    source: str = "measured on 2x H200 (studies/truth/results)"
 
 
 _floors = [Floors()]

@@ -1,23 +1,16 @@
 """The one ranking of a context's settings, shared by `recommend`, the report and its stream block.
 
-* **Context**: settings compete only with the rows of the same model, phase, precision,
-  device, workload (input stream) and sequence length (`CONTEXT`); across contexts the
-  throughputs measure different work.
-* **Cost**: the time a fixed amount of work takes. For a long run (no work size given) the
-  compile is paid back and the cost is seconds per item, 1 / throughput; for `items` items it
-  is `compile + items / throughput`, the compile of a stream being every compile it needed.
-  Ties on time go to the lower memory, then the shorter compile.
-* **Memory**: the whole-run peak, the larger of the steady peak and the peak while compiling
-  or autotuning, since either can run out of memory. Limits and the report's axes use it.
+* **Context**: settings compete only with rows of the same model, phase, precision, device,
+  workload (input stream) and sequence length (`CONTEXT`): across contexts the work differs.
+* **Cost**: the time a fixed amount of work takes: seconds per item for a long run, else
+  `compile + items / throughput` (a stream's compile: every compile it needed). Ties on time go
+  to the lower memory, then the shorter compile.
+* **Memory**: the whole-run peak (the larger of the steady peak and the compile/autotune peak).
 * **Noise**: a speedup's interval is the reported interval (`speedup_low` / `speedup_high`, see
-  `drift`: the bootstrap interval of paired windows, `speedup_ci_low` / `speedup_ci_high`,
-  widened by the sweep's self-check) where the rows carry one, else the speedup plus or
-  minus the spread of the trial's timed windows (`throughput_spread_pct`), never narrower than
-  the tie band. A difference inside it is a tie. A row whose in-trial eager baseline drifted
-  from the context's other measurements of it (`baseline_drift_pct`) by more than its limit
-  (`drift_limit_pct`: `DRIFT_LIMIT_PCT`, or its run-to-run floor where wider) has no
-  established speedup.
-"""
+  `drift`) where the rows carry one, else the speedup plus or minus the spread of the trial's
+  windows (`throughput_spread_pct`), never narrower than the tie band; a difference inside it is
+  a tie. A row whose in-trial eager baseline drifted from the context's other measurements of it
+  (`baseline_drift_pct`) beyond its limit (`drift_limit_pct`) has no established speedup."""
 
 from __future__ import annotations
 

@@ -1,22 +1,19 @@
 """Recommend one torch.compile setting per context under memory, compile-time and run-length limits.
 
 The ranking rule, the memory definition and the noise rules live in `ranking`; this module
-chooses the rows that may compete and builds the answer. What is compared, and why:
+chooses the rows that may compete and builds the answer:
 
 * Only rows of one context compete (`ranking.CONTEXT`). `recommend` answers one context and
-  refuses an ambiguous question with the choices listed (`RecommendError`);
-  `recommend_all` answers every context the filters leave.
-* Without ``iterations`` the run is taken as long and the rank is seconds per item. With
-  ``iterations`` the work is ``iterations x batch`` items, where batch is ``batch_size`` if
-  given, else the largest batch measured; each candidate needs ``compile_s + items /
-  throughput_items_s`` seconds for it, so a bigger batch gets no credit for doing more work.
-* The memory limit applies to the whole-run peak (compile and autotuning included).
-* For an input stream the compile cost is every compile of the stream (`stream_compile_s`).
-* Accuracy must have been checked and passed; eager rows are the reference, so accurate.
-  A trial that hit the recompile limit ran eager code and is not a compile setting to use.
-* Where no eager row exists for a batch size, the eager baseline measured inside the
-  compiled trials stands in for it.
-"""
+  refuses an ambiguous question with the choices listed (`RecommendError`); `recommend_all`
+  answers every context the filters leave.
+* Without ``iterations`` the run is long and the rank is seconds per item. With it the work is
+  ``iterations x batch`` items (batch: ``batch_size`` if given, else the largest measured), each
+  candidate taking ``compile_s + items / throughput_items_s``: a bigger batch gets no credit.
+* The memory limit applies to the whole-run peak; a stream's compile cost is every compile it
+  needed (`stream_compile_s`).
+* Accuracy must have been checked and passed (eager rows are the reference); a trial that hit the
+  recompile limit ran eager code. Without an eager row for a batch size, the in-trial eager
+  baseline stands in."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import hashlib
 import inspect
 from typing import Any
 
-from sweeper.spec.schema import SpecError
+from sweeper.spec.sweep_spec import SpecError
 from sweeper.zoo.sources import dump_by_value
 
 

@@ -25,7 +25,7 @@ from sweeper.api.summary import baseline_check, failure_lines, summary_table
 from sweeper.run import rescue, space
 from sweeper.run.options import TUNE_LOGS
 from sweeper.run.state import SweepError, SweepState
-from sweeper.spec.schema import SpecError, SweepSpec, load_spec, parse_spec
+from sweeper.spec.sweep_spec import SpecError, SweepSpec, load_spec, parse_spec
 from sweeper.spec.trials import Dropped, Trial, expand
 
 log = logging.getLogger("sweeper")

@@ -14,7 +14,7 @@ from sweeper.api.run import RunOptions, SweepInterrupted, SweepUnwritable, expan
 from sweeper.cli import stopped
 from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError
-from sweeper.spec.schema import load_spec
+from sweeper.spec.sweep_spec import load_spec
 
 log = logging.getLogger("sweeper")
 USER_ERRORS = (SweeperError,)

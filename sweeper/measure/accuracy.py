@@ -1,22 +1,16 @@
 """Accuracy the way PyTorch's benchmark harness judges it: against a float64 reference.
 
-A compiled result is not compared with eager alone. Deep graphs (training gradients above all)
-differ from eager legitimately: TF32 and bf16 kernels, another reduction order. So the first
-call is also run in float64 (a float64 copy of the model and batch, no autocast), and a compiled
-result passes when its error against that reference is within a small multiple of eager's own
-error against it, plus a floor:
+Deep graphs (training gradients above all) differ from eager legitimately: TF32 and bf16
+kernels, another reduction order. So the first call also runs in float64 (a float64 copy of the
+model and batch, no autocast), and a compiled result passes when its error against that reference
+is within a small multiple of eager's own, plus a floor:
 
     compiled_err <= multiplier * eager_err + floor
 
-with multiplier 2 (3 in bf16) and floor = tolerance / 10, the harness's rule (``torch._dynamo.
-utils.same`` with ``fp64_ref``). Where float64 cannot run (no memory on the device and on the
-host, an op without a float64 kernel), the check falls back to compiled vs eager within the
-tolerance, and the row says so (``accuracy_reference``).
-
-The float64 reference is kept on the host, and a comparison streams over its tensors a chunk
-at a time on the compared tensor's device: beyond the outputs it compares, the check takes a
-few chunk-sized temporaries of the device, however large the logits.
-"""
+(multiplier 2, 3 in bf16; floor = tolerance / 10: ``torch._dynamo.utils.same`` with ``fp64_ref``).
+Where float64 cannot run, the check falls back to compiled vs eager within the tolerance, and the
+row says so (``accuracy_reference``). The reference is kept on the host and compared a chunk at a
+time on the compared tensor's device, so the check needs only a few chunk-sized temporaries there."""
 
 from __future__ import annotations
 

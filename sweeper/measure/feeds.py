@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from sweeper.measure import accuracy, gpu_lock, streams
+from sweeper.measure import accuracy, gpu_lock, input_stream
+from sweeper.measure.input_stream import Stream
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
-from sweeper.measure.streams import Stream
 from sweeper.measure.timing import Window, WindowStats, calibrate, fixed_window, timed_call
 from sweeper.measure.workbench import Workbench
 from sweeper.zoo.bundle import output_tensor
@@ -76,7 +76,7 @@ class FixedBatch:
         """The compiling call (row gets first_call_s), then the accuracy check; returns the verdict
         and the peak memory of the call, the check's own memory left out (of the need too). The
         references stay on the host; the check brings them to the device a chunk at a time."""
-        with gpu_lock.compiling(self.wb.trial.mode):
+        with gpu_lock.released_while_compiling(self.wb.trial.mode):
             secs, got = timed_call(lambda: self.wb.first(compiled), self.wb.device)
         row["first_call_s"] = secs
         peak = mem.peak_gib()
@@ -109,7 +109,7 @@ class BatchStream:
 
     def __init__(self, wb: Workbench):
         self.wb = wb
-        self.stream: Stream = streams.build_stream(wb.trial, wb.bundle, wb.device)
+        self.stream: Stream = input_stream.build_stream(wb.trial, wb.bundle, wb.device)
         wb.batch = self.stream.batches[0].batch
         self.first_pass: dict[str, list[float]] = {}
 
@@ -151,11 +151,11 @@ class BatchStream:
         """The compiling first pass, checking the first batch of each new shape after its step;
         the checks' own memory is kept out of the returned peak (saved before, reset after) and
         out of the need."""
-        seen: set[streams.Shape] = set()
+        seen: set[input_stream.Shape] = set()
         verdicts: list[accuracy.Verdict] = []
         peak = 0.0
 
-        def after(sb: streams.StreamBatch, out: Any) -> None:
+        def after(sb: input_stream.StreamBatch, out: Any) -> None:
             nonlocal peak
             if sb.shape not in seen:
                 seen.add(sb.shape)
@@ -164,18 +164,18 @@ class BatchStream:
                     verdicts.append(self._check(sb, out))
                 mem.reset()
 
-        with gpu_lock.compiling(self.wb.trial.mode):  # the pass compiles each new shape (and checks it)
+        with gpu_lock.released_while_compiling(self.wb.trial.mode):  # the pass compiles each new shape (and checks it)
             self.first_pass[""] = self._pass(compiled, after)
         row.update(first_call_s=self.first_pass[""][0], stream_s=sum(self.first_pass[""]),
                    accuracy_shapes=len(seen))
         return accuracy.worst(verdicts), max(peak, mem.peak_gib())
 
-    def _check(self, sb: streams.StreamBatch, out: Any) -> accuracy.Verdict:
-        real = [streams.real_positions(output_tensor(out).detach().float(), sb.batch)]
-        eager = [streams.real_positions(self.wb.capture(self.wb.model, sb.batch)[0], sb.batch)]
+    def _check(self, sb: input_stream.StreamBatch, out: Any) -> accuracy.Verdict:
+        real = [input_stream.real_positions(output_tensor(out).detach().float(), sb.batch)]
+        eager = [input_stream.real_positions(self.wb.capture(self.wb.model, sb.batch)[0], sb.batch)]
         ref = accuracy.fp64_reference(self.wb.model, sb.batch, self.wb.device,
                                       lambda m, b: self.wb.capture(m, b, autocast=False))
-        ref.tensors = [streams.real_positions(t, sb.batch) for t in ref.tensors]
+        ref.tensors = [input_stream.real_positions(t, sb.batch) for t in ref.tensors]
         return check(self.wb, sb.batch, real, eager, ref)
 
     def timing_row(self, prefix: str, stats: WindowStats) -> dict[str, Any]:

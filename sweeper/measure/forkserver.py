@@ -1,36 +1,18 @@
 """A fork server for measuring processes: imports once, forks one fresh child per measuring process.
 
-    python -m sweeper.measure.forkserver      (started by run/forks.py; JSON lines on stdin/stdout)
+    python -m sweeper.measure.forkserver      (started by run/forkserver_client.py; JSON lines on stdin/stdout)
 
-The server imports torch, torchvision, transformers, the zoo's model classes, the measuring
-process's modules and what making a `torch.compile` wrapper imports, and then does nothing else:
-it never runs a tensor operation (no intra-op thread pool exists to be broken by a fork), never
-initializes CUDA and never compiles (its wrappers are never called), so dynamo's and inductor's
-state in it is what importing leaves: empty counters, no cache, no compile workers, no Triton
-driver (all checked before every fork). Nor may importing set torch's CUDA fork guard: a
-`torch.cuda.is_available()` that asks the CUDA runtime for its device count (torch's default
-check) makes every later fork a child that refuses CUDA ("Cannot re-initialize CUDA in forked
-subprocess"), without initializing anything. The server asks NVML instead
-(PYTORCH_NVML_BASED_CUDA_CHECK=1, its own environment only), and after its imports forks one
-probe child to see that fork is still usable; if it is not and its children are to use CUDA
-(NEEDS_CUDA_ENV), it says which call set the guard and exits, and the worker starts its measuring
-processes as new interpreters (CPU children never touch CUDA: the guard does not concern them).
-Per request it forks a child that, before any measuring code runs:
-
-- starts its own session and process group (so a timeout kill reaches it and everything it
-  started) and dies with the server;
-- takes the trial's CPUs (sched_setaffinity), its intra-op thread count, and the exact
-  environment the plain subprocess would get, replacing the server's (its own inductor and Triton
-  cache directories; inductor reads TORCHINDUCTOR_CACHE_DIR and Triton TRITON_CACHE_DIR when
-  they compile, not when imported);
-- re-reads what torch fixed from the environment at import and a trial may change: inductor's
-  compile-worker count, the intra-op thread count, and torch's logging (TORCH_LOGS, TORCH_TRACE);
-- sends its stderr to the trial's stderr file, then runs the measuring process's main with the
-  same arguments as `python -m sweeper.measure`, and exits with `os._exit` (never returns here).
-
-The server answers `{"pid": P}` when a child starts and `{"pid": P, "returncode": R}` when it
-ends (R < 0: killed by signal -R), as subprocess would.
-"""
+Importing torch, the zoo's model classes and what a `torch.compile` wrapper needs costs every
+measuring process the same seconds; a fork of a parent that did it once costs none of them. The
+parent only imports: it never runs a tensor operation, never initializes CUDA, never compiles, and
+checks before every fork that dynamo's and inductor's state is what importing leaves. It asks NVML
+rather than the CUDA runtime whether CUDA is there (PYTORCH_NVML_BASED_CUDA_CHECK=1), so forked
+children may still use CUDA; a probe fork after the imports checks that, and if the guard is set
+and children need CUDA (NEEDS_CUDA_ENV) it names the caller and exits, and the worker starts new
+interpreters instead. Each child takes its own session, CPUs, threads, environment and caches,
+re-reads what torch fixed at import, and runs `python -m sweeper.measure`'s main with the same
+arguments. Replies: `{"pid": P}` at start, `{"pid": P, "returncode": R}` at the end (R < 0: signal
+-R). What each child has as its own, in full: docs/measurement.md."""
 
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ def hold(key: str | None, lock_dir: Path | None = None) -> GpuLock:
     return _CURRENT
 
 
-def compiling(mode: str) -> contextlib.AbstractContextManager[None]:
+def released_while_compiling(mode: str) -> contextlib.AbstractContextManager[None]:
     """Around a compiling call: the GPU is free for a neighbour meanwhile, unless the mode autotunes."""
     return contextlib.nullcontext() if mode in AUTOTUNING_MODES else _CURRENT.released()
 

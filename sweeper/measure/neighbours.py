@@ -18,7 +18,7 @@ MARKER_DIR = Path(tempfile.gettempdir()) / "sweeper-compiling"
 
 
 @contextlib.contextmanager
-def compiling(marker_dir: Path | None = None) -> Iterator[None]:
+def compile_marker(marker_dir: Path | None = None) -> Iterator[None]:
     """Mark this process as compiling for the duration of the block."""
     marker_dir = marker_dir or MARKER_DIR
     marker = marker_dir / str(os.getpid())

@@ -19,7 +19,7 @@ from sweeper.measure import gpu_lock, gpu_util, matching, witness
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
-from sweeper.measure.neighbours import BusyWindows, compiling
+from sweeper.measure.neighbours import BusyWindows, compile_marker
 from sweeper.measure.regions import compile_scope
 from sweeper.measure.timing import Arm, WindowStats, calibrate, run_windows, speedup_interval, timed_call
 from sweeper.measure.workbench import Workbench
@@ -197,7 +197,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
     health = Health()
     try:
         with watch_compiles() as health:
-            with compiling():
+            with compile_marker():
                 try:
                     verdict, compile_peak = ctx.feed.first_compiled(compiled, row, mem, ctx.need)
                 except Exception as e:
@@ -256,7 +256,7 @@ def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None
     steady step: the cold process's (`steady_step_s`, the step its own compile_s left out), else
     timed here."""
     compiled = compile_model(wb)
-    with compiling(), gpu_lock.compiling(wb.trial.mode):
+    with compile_marker(), gpu_lock.released_while_compiling(wb.trial.mode):
         try:
             first, _ = timed_call(lambda: wb.first(compiled), wb.device)
         except Exception as e:

@@ -19,11 +19,11 @@ from sweeper.report.figures import (
     Figure,
     _axis,
     _layout,
-    esc,
     hover_text,
     key_traces,
     mode_colour,
     mode_order,
+    plotly_text,
     ratio_colour,
 )
 
@@ -42,7 +42,7 @@ DEFAULT_X, DEFAULT_Y = "run_mem", "throughput"
 _INTERVAL_AXES = ("throughput", "speedup")
 
 
-def prepare(data: pd.DataFrame) -> pd.DataFrame:
+def with_view_columns(data: pd.DataFrame) -> pd.DataFrame:
     """Adds what the views read: whole-run peak, memory need, compile cost and the speedup interval per row."""
     out = data.assign(run_peak_mem_gib=ranking.run_peak_column(data), need_mem_gib=ranking.need_column(data),
                       compile_cost_s=ranking.compile_cost_column(data))
@@ -112,8 +112,8 @@ def parcoords(ctx: pd.DataFrame, title: str) -> Figure | None:
 
 def _category(label: str, values: pd.Series, order: list[str]) -> dict[str, Any]:
     index = {v: i for i, v in enumerate(order)}
-    return {"label": esc(label), "values": [index.get(v, 0) for v in values.astype(str)],
-            "tickvals": list(range(len(order))), "ticktext": [esc(v) for v in order],
+    return {"label": plotly_text(label), "values": [index.get(v, 0) for v in values.astype(str)],
+            "tickvals": list(range(len(order))), "ticktext": [plotly_text(v) for v in order],
             "range": [-0.3, max(0.3, len(order) - 0.7)]}
 
 
@@ -121,9 +121,9 @@ def _numeric(label: str, values: pd.Series, log: bool = False) -> dict[str, Any]
     v = values.astype(float)
     if log and v.gt(0).all() and v.max() / v.min() > 4:
         ticks = sorted(v.unique())
-        return {"label": esc(label) + " (log)", "values": rounded(np.log2(v)),
+        return {"label": plotly_text(label) + " (log)", "values": rounded(np.log2(v)),
                 "tickvals": rounded(np.log2(pd.Series(ticks))), "ticktext": [f"{t:g}" for t in ticks]}
-    return {"label": esc(label), "values": [x if x is not None else 0.0 for x in rounded(v)]}
+    return {"label": plotly_text(label), "values": [x if x is not None else 0.0 for x in rounded(v)]}
 
 
 _SCATTER_COLUMNS = {"mode", "dynamic_label", "backend", "trial_id", "batch_size", "seq_len", "bucketing", "is_eager",
@@ -177,13 +177,16 @@ def pareto_scatter(ctx: pd.DataFrame, front: pd.Series, title: str, choice: str 
 def _scatter_trace(d: pd.DataFrame, mode: str, dyn: str, backend: str, modes: list[str],
                    top_s: float) -> dict[str, Any]:
     call = frames.compile_call(mode, dyn, backend or None) if mode != frames.EAGER else "eager: no torch.compile"
-    head = f"<b>{esc(mode)}</b>" + ("" if mode == frames.EAGER else f" · dynamic={dyn} · {esc(backend)}")
+    head = f"<b>{plotly_text(mode)}</b>"
+    if mode != frames.EAGER:
+        head += f" · dynamic={dyn} · {plotly_text(backend)}"
     # a "%" in data would start a plotly placeholder: write it as an entity, which plotly decodes
-    template = f"{head}<br>%{{text}}<br>{esc(call)}".replace("%", "&#37;").replace(
+    template = f"{head}<br>%{{text}}<br>{plotly_text(call)}".replace("%", "&#37;").replace(
         "&#37;{text}", "%{text}") + "<extra></extra>"
     front = d["on_front"].to_numpy(dtype=bool)
     return {
-        "type": "scatter", "mode": "markers", "name": esc(mode), "legendgroup": f"mode:{mode}", "showlegend": False,
+        "type": "scatter", "mode": "markers", "name": plotly_text(mode), "legendgroup": f"mode:{mode}",
+        "showlegend": False,
         "text": list(d["_text"]), "hovertemplate": template,
         "marker": {"color": mode_colour(mode, modes), "symbol": DYNAMIC_SYMBOLS.get(dyn, "circle"),
                    "size": marker_sizes(d["compile_cost_s"], top_s),

@@ -27,7 +27,7 @@ DYNAMIC_GLYPHS = {"None": "\u25cf", "True": "\u25a0", "False": "\u25c6"}
 _FONT = {"family": "system-ui, -apple-system, Segoe UI, Roboto, Helvetica, Arial, sans-serif", "size": 13}
 
 
-def esc(value: Any) -> str:
+def plotly_text(value: Any) -> str:
     """Data text for plotly: HTML-escaped (plotly.js decodes the entities back)."""
     return html.escape(str(value), quote=False)
 
@@ -97,7 +97,7 @@ def hover_text(df: pd.DataFrame) -> list[str]:
     for r in df.itertuples(index=False):
         acc = accuracy_label(r.is_eager, r.accuracy_ok, "not checked")
         lines = [f"batch {fmt_num(r.batch_size)}" + (f" · seq {fmt_num(r.seq_len)}" if pd.notna(r.seq_len) else "")
-                 + (f" · bucketing {esc(r.bucketing)}" if isinstance(r.bucketing, str) else ""),
+                 + (f" · bucketing {plotly_text(r.bucketing)}" if isinstance(r.bucketing, str) else ""),
                  f"throughput {fmt_num(r.throughput_items_s)} items/s · speedup {fmt_num(r.speedup_vs_eager)}×"
                  + ("" if r.is_eager else f" ({fmt_num(r.speedup_low)}-{fmt_num(r.speedup_high)}, {r.standing})"),
                  f"peak memory {fmt_num(r.run_peak_mem_gib)} GiB whole run · {fmt_num(r.peak_mem_gib)} steady"
@@ -107,7 +107,8 @@ def hover_text(df: pd.DataFrame) -> list[str]:
             warm = f" · warm {fmt_num(r.warm_compile_s)} s" if r.warm_compile_s >= 0 else ""
             lines += [f"compile {fmt_num(r.compile_cost_s)} s cold{warm}",
                       f"graph breaks {fmt_num(r.graph_breaks)} · recompiles {fmt_num(r.recompiles)} · accuracy {acc}"]
-        lines.append(("<b>on the Pareto front</b>" if r.on_front else "dominated") + f" · trial {esc(r.trial_id)}")
+        front = "<b>on the Pareto front</b>" if r.on_front else "dominated"
+        lines.append(front + f" · trial {plotly_text(r.trial_id)}")
         texts.append("<br>".join(lines))
     return texts
 
@@ -132,7 +133,7 @@ def key_traces(modes: list[str]) -> list[dict[str, Any]]:
         return {"type": "scatter", "mode": "markers", "x": [None], "y": [None], "name": name, "legend": legend,
                 "legendgroup": group, "showlegend": True, "hoverinfo": "skip",
                 "marker": {"size": 10, "color": "#6b7280", "line": {"width": 0}, **marker}}
-    out = [key(esc(m), "legend", f"mode:{m}", color=mode_colour(m, modes), symbol="square") for m in modes]
+    out = [key(plotly_text(m), "legend", f"mode:{m}", color=mode_colour(m, modes), symbol="square") for m in modes]
     out += [key(f"dynamic={d}", "legend2", None, symbol=sym) for d, sym in DYNAMIC_SYMBOLS.items()]
     out.append(key("on Pareto front (throughput, run memory, compile)", "legend2", None, size=12,
                    line={"width": 1.6, "color": "#111827"}))
@@ -156,9 +157,10 @@ def speedup_heatmap(ctx: pd.DataFrame, title: str) -> Figure | None:
     for (_, r), c in zip(best.iterrows(), colour, strict=True):
         i, j = modes.index(r["mode"]), batches.index(r["batch_size"])
         z[i][j], text[i][j] = c, f"{r['speedup_vs_eager']:.2f}×"
-        hover[i][j] = f"{esc(r['mode'])}, batch {fmt_num(r['batch_size'])}: {r['speedup_vs_eager']:.2f}× eager" \
-                      f"<br>best with dynamic={esc(r['dynamic_label'])}"
-    trace = {"type": "heatmap", "x": [fmt_num(b) for b in batches], "y": [esc(m) for m in modes],
+        hover[i][j] = f"{plotly_text(r['mode'])}, batch {fmt_num(r['batch_size'])}: " \
+                      f"{r['speedup_vs_eager']:.2f}× eager" \
+                      f"<br>best with dynamic={plotly_text(r['dynamic_label'])}"
+    trace = {"type": "heatmap", "x": [fmt_num(b) for b in batches], "y": [plotly_text(m) for m in modes],
              "z": z, "text": text, "texttemplate": "%{text}", "hovertext": hover,
              "hovertemplate": "%{hovertext}<extra></extra>", "zmin": scale["cmin"], "zmax": scale["cmax"],
              "colorscale": scale["colorscale"], "colorbar": scale["colorbar"], "xgap": 2, "ygap": 2}
@@ -173,7 +175,7 @@ def compile_bars(ctx: pd.DataFrame, title: str) -> Figure | None:
     data = ctx[~ctx["is_eager"] & ctx["status"].eq("ok") & ctx["compile_s"].notna()]
     if data.empty:
         return None
-    data = data.assign(_label=data["mode"].map(esc) + ", dynamic=" + data["dynamic_label"])
+    data = data.assign(_label=data["mode"].map(plotly_text) + ", dynamic=" + data["dynamic_label"])
     g = data.groupby("_label", sort=False)
     stats = pd.DataFrame({"cold": g["compile_s"].median(), "warm": g["warm_compile_s"].median(),
                           "lo": g["compile_s"].min(), "hi": g["compile_s"].max(), "n": g.size()})
@@ -204,8 +206,8 @@ def overview_bars(summary: pd.DataFrame) -> Figure | None:
     if data.empty:
         return None
     colours = [_VERDICT_COLOURS.get(css, "#9ca3af") for css in data["verdict_css"]]
-    labels = [esc(x) for x in data["label"]]
-    text = [f"{lab}<br>choice: {esc(s)}<br>{v:.2f}× eager<br>{esc(verdict)}" for lab, s, v, verdict in
+    labels = [plotly_text(x) for x in data["label"]]
+    text = [f"{lab}<br>choice: {plotly_text(s)}<br>{v:.2f}× eager<br>{plotly_text(verdict)}" for lab, s, v, verdict in
             zip(labels, data["best_setting"], data["best_speedup"], data["verdict"], strict=True)]
     speed = data["best_speedup"].astype(float)
     trace = {"type": "bar", "orientation": "h", "y": labels, "x": _clean(speed),
@@ -228,7 +230,7 @@ _VERDICT_COLOURS = {"v-win": "#15803d", "v-lose": "#c2410c", "v-even": "#9ca3af"
 
 def reading_key(run_floor: float, unstable_floor: float) -> str:
     """The "Reading the plots" box: colours, symbols, front, choice, error bars, memory."""
-    swatches = "".join(f'<span class="sw" style="background:{c}"></span>{esc(m)}'
+    swatches = "".join(f'<span class="sw" style="background:{c}"></span>{plotly_text(m)}'
                        for m, c in MODE_COLOURS.items())
     glyphs = " ".join(f"{g} {d}" for d, g in DYNAMIC_GLYPHS.items())
     return ('<div class="key"><b>Reading the plots.</b> Colour = compile mode:' + swatches

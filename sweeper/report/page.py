@@ -24,9 +24,9 @@ from sweeper.analysis.pareto import pareto_front
 from sweeper.analysis.recommend import recommend_context
 from sweeper.report import assets, explore, tables
 from sweeper.report import figures as figs
-from sweeper.report import streams as report_streams
 from sweeper.report.scope import scope_block
-from sweeper.report.tables import esc
+from sweeper.report.stream_block import stream_block
+from sweeper.report.tables import html_text
 from sweeper.results.files import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def write_report(df: pd.DataFrame, out_path: Path, title: str = DEFAULT_TITLE,
 
 def build_html(df: pd.DataFrame, title: str = DEFAULT_TITLE, compare_df: pd.DataFrame | None = None,
                traces: dict[str, str] | None = None) -> str:
-    data = explore.prepare(frames.prepare(df.reset_index(drop=True)))
+    data = explore.with_view_columns(frames.prepare(df.reset_index(drop=True)))
     data["on_front"] = pareto_front(data, objectives=FRONT_OBJECTIVES, group_by=ranking.CONTEXT)
     summary = context_summary(data)
     page = _Page()
@@ -70,7 +70,7 @@ class _Page:
     def plot(self, fig: figs.Figure | None, empty: str, axes: bool = False) -> str:
         """A plot's place in the page; `axes` adds the x / y objective menus (a Pareto scatter)."""
         if fig is None:
-            return f'<p class="empty">{esc(empty)}</p>'
+            return f'<p class="empty">{html_text(empty)}</p>'
         fig_id = f"fig{len(self.figures)}"
         self.figures.append({"id": fig_id, **fig})
         menus = ""
@@ -78,7 +78,7 @@ class _Page:
             menus = '<div class="axes">' + "".join(
                 f'<label>{name} <select data-fig="{fig_id}" data-axis="{name}">'
                 + "".join(f'<option value="{a["key"]}"{" selected" if a["key"] == fig["explore"][name] else ""}>'
-                          f'{esc(a["title"])}</option>' for a in fig["explore"]["axes"])
+                          f'{html_text(a["title"])}</option>' for a in fig["explore"]["axes"])
                 + "</select></label>" for name in ("x", "y")) + "</div>"
         lazy = (f'<p class="note lazy" data-for="{fig_id}">Choose this context in the selector at the top '
                 "to draw its parallel-coordinates view.</p>" if fig.get("lazy") else "")
@@ -89,7 +89,7 @@ class _Page:
             '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{assets.CSP}">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{esc(title)}</title><style>{assets.CSS}</style>"
+            f"<title>{html_text(title)}</title><style>{assets.CSS}</style>"
             f"<script>{assets.HEAD_JS}</script>"
             f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
             f'<body><main>{"".join(parts)}<footer>Made by sweeper from Parquet results; '
@@ -179,9 +179,9 @@ def _header(data: pd.DataFrame, title: str) -> str:
         return ", ".join(vals[:6]) + (f" (+{len(vals) - 6} more)" if len(vals) > 6 else "") or "unknown"
     n_ok = int(data["status"].eq("ok").sum())
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f'<header class="top"><h1>{esc(title)}</h1><p class="sub">{len(data):,} trials '
+    return (f'<header class="top"><h1>{html_text(title)}</h1><p class="sub">{len(data):,} trials '
             f"({n_ok:,} ok, {len(data) - n_ok:,} failed) from {data['sweep_id'].nunique():,} sweep(s) · "
-            f"devices: {esc(listing('device_name'))} · torch {esc(listing('torch_version'))} · "
+            f"devices: {html_text(listing('device_name'))} · torch {html_text(listing('torch_version'))} · "
             f"{_sharing(data)}generated {when}</p></header>")
 
 
@@ -198,7 +198,7 @@ def _sharing(data: pd.DataFrame) -> str:
 def _overview(summary: pd.DataFrame, page: _Page) -> str:
     if summary.empty:
         return '<h2>Overview</h2><p class="empty">No trials in these results.</p>'
-    nav = "".join(f'<a href="#{a}">{esc(m)}</a>' for m, a in
+    nav = "".join(f'<a href="#{a}">{html_text(m)}</a>' for m, a in
                   summary[["model", "anchor"]].drop_duplicates().itertuples(index=False))
     wins = summary[summary["verdict_css"].eq("v-win")]
     loses = summary[summary["verdict_css"].eq("v-lose")]
@@ -206,16 +206,16 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     drifted = even[even["drifted"].astype(bool)]
     even = even.drop(index=drifted.index)
     lines = [f"<b>Compiling pays</b> in a long run in {len(wins)} of {_count(len(summary), 'context')}"
-             + (f", most in {esc(wins.loc[wins['best_speedup'].idxmax(), 'label'])} at "
+             + (f", most in {html_text(wins.loc[wins['best_speedup'].idxmax(), 'label'])} at "
                 f"{wins['best_speedup'].max():.2f}×" if not wins.empty else "")]
     if not loses.empty:
-        lines.append(f"<b>eager wins</b> in {len(loses)}: " + ", ".join(esc(x) for x in loses["label"]))
+        lines.append(f"<b>eager wins</b> in {len(loses)}: " + ", ".join(html_text(x) for x in loses["label"]))
     if not even.empty:
         lines.append(f"no clear difference (inside the measured noise, at least ±{ranking.TIE_BAND_PCT:g}%) "
-                     f"in {len(even)}: " + ", ".join(esc(x) for x in even["label"]))
+                     f"in {len(even)}: " + ", ".join(html_text(x) for x in even["label"]))
     if not drifted.empty:
         lines.append(f"<b>speedup not established</b> (the trial's eager baseline drifted from the sweep's eager "
-                     f"trial) in {len(drifted)}: " + ", ".join(esc(x) for x in drifted["label"]))
+                     f"trial) in {len(drifted)}: " + ", ".join(html_text(x) for x in drifted["label"]))
     return ("<h2>Overview</h2>" f'<nav class="models">{nav}</nav>' + _selector(summary)
             + f'<p>{"; ".join(lines)}. Each context\'s choice is the setting <code>sweeper recommend</code> '
             "prints for it: the fewest seconds per item in a long run (compile paid back), accurate trials "
@@ -226,7 +226,7 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
 
 def _selector(summary: pd.DataFrame) -> str:
     """The context selector: every view below shows the chosen context only (or all of them)."""
-    options = "".join(f'<option value="{s.ctx_id}">{esc(s.label)}</option>' for s in summary.itertuples())
+    options = "".join(f'<option value="{s.ctx_id}">{html_text(s.label)}</option>' for s in summary.itertuples())
     return ('<div class="selector"><label><b>Context</b> <select id="ctx-select"><option value="">all '
             f"contexts ({len(summary)})</option>{options}</select></label> "
             '<span class="note" id="ctx-count"></span></div>')
@@ -235,7 +235,7 @@ def _selector(summary: pd.DataFrame) -> str:
 def _model_section(model: str, data: pd.DataFrame, by_context: dict[tuple, Any], summary: pd.DataFrame,
                    page: _Page) -> str:
     mine = summary[summary["model"].eq(model)]
-    parts = [f'<section id="{mine["anchor"].iloc[0]}" class="model"><h2>{esc(model)}</h2>']
+    parts = [f'<section id="{mine["anchor"].iloc[0]}" class="model"><h2>{html_text(model)}</h2>']
     for _, s in mine.iterrows():
         key = tuple(s[k] for k in ranking.CONTEXT)
         positions = next(v for k, v in by_context.items() if _same_key(k, key))
@@ -248,19 +248,19 @@ def _same_key(a: tuple, b: tuple) -> bool:
 
 
 def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
-    label = esc(s["label"])
+    label = html_text(s["label"])
     failed = ctx[ctx["status"].ne("ok") | ctx["accuracy_ok"].eq(False).fillna(False).astype(bool)]
     front = ctx[ctx["on_front"]]
     best = s["best_setting"] if isinstance(s["best_setting"], str) else None
     head = (f"<h3>{label}</h3><p class=\"sub\">{_count(len(ctx), 'trial')}, {s['n_ok']} ok · verdict: "
-            f'<span class="{s["verdict_css"]}">{esc(s["verdict"])}</span>'
-            + (f" · choice (as <code>sweeper recommend</code>, long run): {esc(best)}" if best else "") + "</p>")
+            f'<span class="{s["verdict_css"]}">{html_text(s["verdict"])}</span>'
+            + (f" · choice (as <code>sweeper recommend</code>, long run): {html_text(best)}" if best else "") + "</p>")
     ties = frozenset(str(t) for t in s["tie_ids"]) if isinstance(s["tie_ids"], (list, tuple)) else frozenset()
     choice = s["best_trial_id"] if isinstance(s["best_trial_id"], str) else None
-    scatter = page.plot(explore.pareto_scatter(ctx, ctx["on_front"], f"{figs.esc(s['label'])}: Pareto front",
+    scatter = page.plot(explore.pareto_scatter(ctx, ctx["on_front"], f"{figs.plotly_text(s['label'])}: Pareto front",
                                                choice, ties),
                         "No successful trial with memory and throughput: nothing to plot.", axes=True)
-    coords = page.plot(explore.parcoords(ctx, f"{figs.esc(s['label'])}: every setting (drag along an axis to "
+    coords = page.plot(explore.parcoords(ctx, f"{figs.plotly_text(s['label'])}: every setting (drag along an axis to "
                                          "filter)"), "No successful trial to draw.")
     heat = page.plot(figs.speedup_heatmap(ctx, "Speedup vs eager (×), best accurate trial"),
                      "No accurate compiled trial: no speedup to show.")
@@ -275,7 +275,7 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
                        + tables.failed_table(failed) + "</details>")
     return (f'<div class="ctx" data-ctx="{s["ctx_id"]}">' + head + scatter + coords
             + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
-            + report_streams.stream_block(ctx, page.plot) + scope_block(ctx, page.plot) + "</div>")
+            + stream_block(ctx, page.plot) + scope_block(ctx, page.plot) + "</div>")
 
 
 def _count(n: int, noun: str) -> str:
@@ -285,7 +285,7 @@ def _count(n: int, noun: str) -> str:
 def _comparison(base_df: pd.DataFrame, new_df: pd.DataFrame) -> str:
     cmp = compare_runs(base_df, new_df, ranking.CHANGE_PCT, ranking.COMPILE_FLOOR_S)
     counts = cmp["verdict"].value_counts()
-    chips = " · ".join(f"{esc(v)}: {int(counts[v])}" for v in counts.index)
+    chips = " · ".join(f"{html_text(v)}: {int(counts[v])}" for v in counts.index)
     changed = cmp[cmp["verdict"].ne("unchanged")]
     return ('<section id="comparison"><h2>Comparison with the base results</h2>'
             f'<p class="sub">Settings matched by model, mode, dynamic, batch size, sequence length, phase, '

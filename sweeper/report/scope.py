@@ -11,7 +11,7 @@ import pandas as pd
 
 from sweeper.analysis import frames
 from sweeper.analysis.frames import fmt_num
-from sweeper.report.figures import Figure, _axis, _clean, _layout, esc
+from sweeper.report.figures import Figure, _axis, _clean, _layout, plotly_text
 from sweeper.report.tables import table, td, td_num
 
 SCOPE_COLOURS = {"whole": "#2563eb", "regional": "#ea580c"}
@@ -42,10 +42,10 @@ def compile_vs_throughput(d: pd.DataFrame, title: str) -> Figure:
                        "y": _clean([p["throughput_items_s_w"], p["throughput_items_s_r"]]), "showlegend": False,
                        "hoverinfo": "skip", "line": {"color": "#9ca3af", "width": 1}})
     for scope, g in d.groupby("scope", sort=True):
-        text = [f"<b>{esc(frames.setting_label(r))}</b><br>cold compile {fmt_num(r['compile_s'])} s · "
+        text = [f"<b>{plotly_text(frames.setting_label(r))}</b><br>cold compile {fmt_num(r['compile_s'])} s · "
                 f"{fmt_num(r['throughput_items_s'])} items/s<br>regions compiled {fmt_num(r['compiled_regions'])} · "
                 f"warm start from artifact {fmt_num(r['warm_megacache_s'])} s" for _, r in g.iterrows()]
-        traces.append({"type": "scatter", "mode": "markers", "name": esc(scope), "x": _clean(g["compile_s"]),
+        traces.append({"type": "scatter", "mode": "markers", "name": plotly_text(scope), "x": _clean(g["compile_s"]),
                        "y": _clean(g["throughput_items_s"]), "text": text, "hovertemplate": "%{text}<extra></extra>",
                        "marker": {"size": 11, "color": SCOPE_COLOURS.get(str(scope), "#6b7280")}})
     layout = _layout(title, 380, xaxis=_axis("cold compile (s)", d["compile_s"]),

@@ -19,14 +19,14 @@ MAX_ERROR_CHARS = 600
 MAX_TABLE_ROWS = 2000
 
 
-def esc(value: object) -> str:
+def html_text(value: object) -> str:
     if is_missing(value):
         return ""
     return html.escape(str(value), quote=True)
 
 
 def td(value: object, nowrap: bool = False) -> str:
-    return f'<td class="nw">{esc(value)}</td>' if nowrap else f"<td>{esc(value)}</td>"
+    return f'<td class="nw">{html_text(value)}</td>' if nowrap else f"<td>{html_text(value)}</td>"
 
 
 def td_num(value: object, digits: int = 3, suffix: str = "", signed: bool = False,
@@ -45,14 +45,14 @@ def td_num(value: object, digits: int = 3, suffix: str = "", signed: bool = Fals
 
 
 def td_code(value: object) -> str:
-    return f"<td><code>{esc(value)}</code></td>"
+    return f"<td><code>{html_text(value)}</code></td>"
 
 
 def table(headers: Sequence[str], body_rows: Iterable[str], sortable: bool = True, caption: str = "") -> str:
     """A table from header texts (escaped here) and ready <tr> rows; long tables scroll."""
     body = list(body_rows)
     cls = ' class="sortable"' if sortable else ""
-    head = "".join(f'<th title="click to sort">{esc(h)}</th>' if sortable else f"<th>{esc(h)}</th>"
+    head = "".join(f'<th title="click to sort">{html_text(h)}</th>' if sortable else f"<th>{html_text(h)}</th>"
                    for h in headers)
     more = ""
     if len(body) > MAX_TABLE_ROWS:
@@ -66,7 +66,7 @@ def table(headers: Sequence[str], body_rows: Iterable[str], sortable: bool = Tru
 
 
 def verdict_cell(verdict: str, css: str) -> str:
-    return f'<td class="{css}">{esc(verdict)}</td>'
+    return f'<td class="{css}">{html_text(verdict)}</td>'
 
 
 def summary_table(summary: pd.DataFrame) -> str:
@@ -75,7 +75,8 @@ def summary_table(summary: pd.DataFrame) -> str:
     body = []
     for _, s in summary.iterrows():
         body.append(
-            f'<tr><td><a href="#{s["anchor"]}">{esc(s["model"])}</a></td>' + td(ranking.context_label(s.to_dict()))
+            f'<tr><td><a href="#{s["anchor"]}">{html_text(s["model"])}</a></td>'
+            + td(ranking.context_label(s.to_dict()))
             + verdict_cell(s["verdict"], s["verdict_css"]) + td(s["best_setting"])
             + td_num(s["best_speedup"], suffix="×", decimals=2) + td_num(s["best_compile_s"])
             + td_num(s["break_even_iters"]) + f'<td class="num" data-v="{s["n_ok"]}">{s["n_ok"]} / {s["n"]}</td>'
@@ -113,8 +114,8 @@ def failed_table(failed: pd.DataFrame) -> str:
         error = str(error)
         if len(error) > MAX_ERROR_CHARS:
             error = error[:MAX_ERROR_CHARS] + " …"
-        body.append("<tr>" + f'<td class="v-fail">{esc(status)}</td>' + td(frames.setting_label(r))
-                    + f'<td class="err">{esc(error)}</td>' + td_num(r["attempts"]) + td(r["trial_id"]) + "</tr>")
+        body.append("<tr>" + f'<td class="v-fail">{html_text(status)}</td>' + td(frames.setting_label(r))
+                    + f'<td class="err">{html_text(error)}</td>' + td_num(r["attempts"]) + td(r["trial_id"]) + "</tr>")
     return table(headers, body)
 
 
@@ -133,7 +134,7 @@ def comparison_table(cmp: pd.DataFrame) -> str:
         body.append("<tr>" + verdict_cell(r["verdict"], css.get(r["verdict"], "v-even")) + td(r["model"])
                     + td(frames.setting_label(r.rename({"dynamic": "dynamic_label"})))
                     + td(" · ".join(str(r[k]) for k in ("phase", "precision") if r[k])) + pairs
-                    + f'<td class="wrap">{esc(r["changes"])}</td>' + "</tr>")
+                    + f'<td class="wrap">{html_text(r["changes"])}</td>' + "</tr>")
     return table(headers, body)
 
 
@@ -146,7 +147,8 @@ def traces_section(data: pd.DataFrame, links: dict[str, str]) -> str:
     body = []
     for _, r in traced.sort_values(["model", "phase", "precision"]).iterrows():
         href = links.get(r["trial_id"])
-        cell = f'<td><a href="{esc(href)}" download>{esc(r["trial_id"])}.log.gz</a></td>' if href else td(r["trial_id"])
+        link = f'<a href="{html_text(href)}" download>{html_text(r["trial_id"])}.log.gz</a>' if href else None
+        cell = f"<td>{link}</td>" if link else td(r["trial_id"])
         body.append("<tr>" + td(r["model"]) + td(ranking.context_label(r.to_dict())) + td(frames.setting_label(r))
                     + td_num(r["graphs"]) + td_num(r["graph_breaks"]) + td_num(r["compile_s"])
                     + td_num(float(r["trace_bytes"]) / 1024, decimals=1) + cell + "</tr>")

@@ -20,7 +20,7 @@ CONNECT_ENV = "SWEEPER_RAY_CONNECT_S"
 CONNECT_S = 120.0
 """Ray's own connect to a cluster that accepts connections must finish within this, else the
 command ends with one line naming the address and CONNECT_ENV, which sets the limit. Measured by
-benchmarks/ray_connect.py on a 2-core VM (experiments/results/cpu/ray_connect/): a Ray Client
+benchmarks/ray_connect.py on a 2-core VM (benchmarks/results/cpu/ray_connect/): a Ray Client
 connect took 1.9-3.8 s idle and 2.5-4.4 s with a CPU-burning process per core, a GCS connect
 under 1.3 s; the test suite on that machine, with a sweep and an install beside it, saw one exceed
 25 s. The default leaves room for a far more loaded machine or a distant head."""

@@ -29,7 +29,7 @@ import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
 from sweeper.measure.forkserver import NEEDS_CUDA_ENV
 from sweeper.results import traces
-from sweeper.run import artifacts, forks
+from sweeper.run import artifacts, forkserver_client
 from sweeper.run.cpus import cpu_slot
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def _start_child(cpus: list[int] | None):
     """What the measuring process runs before Python starts: die with the worker, and keep to
     the trial's CPUs (inherited by everything it starts, inductor's compile workers included)."""
     def start() -> None:
-        forks.die_with_parent()
+        forkserver_client.die_with_parent()
         if cpus:
             os.sched_setaffinity(0, cpus)
     return start
@@ -136,8 +136,8 @@ def _run_forked(args: list[str], env: dict[str, str], err_file: Path, cpus: list
     """The same measuring process forked from this worker's fork server (imports already done), or
     a new interpreter where that server cannot fork (it said why, once, in the worker's log)."""
     try:
-        server = forks.server_for({k: v for k, v in env.items() if k not in PER_TRIAL_ENV})
-    except forks.ForkServerUnusable:
+        server = forkserver_client.server_for({k: v for k, v in env.items() if k not in PER_TRIAL_ENV})
+    except forkserver_client.ForkServerUnusable:
         return _run_subprocess(args, env, err_file, cpus, timeout_s)
     pid = server.start(args, env, err_file, cpus)
     code = server.wait(max(timeout_s, 1.0))
@@ -180,7 +180,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     start = _run_forked if payload.get("process_start") == "forkserver" else _run_subprocess
     try:
         code, timed_out = start(args, env, err_file, cpus, timeout_s)
-    except forks.ForkServerDied as e:
+    except forkserver_client.ForkServerDied as e:
         code, timed_out = None, False
         err_file.write_text(f"{e}\n")
     row = json.loads(out_file.read_text()) if out_file.exists() else {}

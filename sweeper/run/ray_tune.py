@@ -42,7 +42,7 @@ from sweeper.run.isolate import trial_payloads
 from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, import_tensorboardx_without_torch, storage_uri
 from sweeper.run.progress import Progress, kind
 from sweeper.run.state import SweepError, SweepState
-from sweeper.spec.schema import SweepSpec
+from sweeper.spec.sweep_spec import SweepSpec
 from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)

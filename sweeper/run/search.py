@@ -6,7 +6,7 @@ loggers, TensorBoard's HParams and search algorithms can use them. `SettingSearc
 searcher of every sweep: it proposes only real trials of the sweep (from the expanded spec,
 so an impossible combination is never run), none twice, eager baselines first, in grid order,
 in a seeded random order, or as Ray Tune's OptunaSearch (multi-objective TPE) picks them.
-It needs no cluster: benchmarks/search_replay.py drives it against finished sweeps.
+It needs no cluster: studies/search/replay.py drives it against finished sweeps.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from ray.tune.search import Searcher
 
 from sweeper.results.schema import EAGER
-from sweeper.spec.search import SearchSpec
+from sweeper.spec.search_spec import SearchSpec
 
 PARAMS = ("model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "workload",
           "bucketing", "mark_dynamic")

@@ -1,17 +1,11 @@
 """Before a sweep: will its results fit? An estimate of what the sweep writes on the results' file
 system, per trial, against its free space, and one warning line when it falls short.
 
-Sizes per trial, measured (the figures below), or, on a resumed sweep, what this directory's own
-trials took so far:
-- the row: its Arrow part file (22.5 KB for a row of today's schema) plus its share of
-  results.parquet (5-10 KB);
-- the Mega-Cache artifact of a compiled trial with `megacache_warm_start` (on the H200: 4.5 MB mean
-  for resnet50/vit/bert inference at batch 64, 12.6 MB over the grid of experiments/results/h200/
-  search/grid, up to the 32 MiB kept);
-- the compile trace of a compiled trial with `trace` (0.40-0.42 MB gzip'd, experiments/results/h200/trace);
-- Tune's records under RESULTS/tune (unless --storage is elsewhere): 21 KB of experiment state and
-  parameters, plus 3.2 KB json, 2.8 KB csv, 1.7 KB TensorBoard per trial (a CPU sweep of tiny models).
-"""
+Each trial writes its row (an Arrow part file and its share of results.parquet), a compiled
+trial with `megacache_warm_start` its Mega-Cache artifact, a traced one its compile trace, and
+Tune its records under RESULTS/tune (unless --storage is elsewhere). The sizes per trial are the
+constants below (measured sizes, kept beside them), or, on a resumed sweep, what this directory's
+own trials took so far."""
 
 from __future__ import annotations
 
@@ -23,6 +17,10 @@ from sweeper.results.store import part_files
 from sweeper.spec.trials import Trial
 
 log = logging.getLogger("sweeper")
+# Measured sizes: a row's Arrow part file of today's schema 22.5 KB, its share of results.parquet
+# 5-10 KB; a Mega-Cache artifact up to 12.6 MB over the search study's grid (studies/search/results;
+# 32 MiB is the most kept); a gzip'd compile trace 0.40-0.42 MB (studies/trace/results); Tune's
+# experiment state 21 KB plus, per trial, 3.2 KB json, 2.8 KB csv, 1.7 KB TensorBoard (a CPU sweep).
 PART_BYTES = 22_500
 COMPACTED_ROW_BYTES = 10_000
 MEGACACHE_BYTES = 12_600_000

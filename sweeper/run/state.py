@@ -32,7 +32,7 @@ from sweeper.results.store import (
 )
 from sweeper.run import artifacts, rescue
 from sweeper.run.owner import DirectoryInUse, Ownership, check_not_owned, claim
-from sweeper.spec.schema import SweepSpec
+from sweeper.spec.sweep_spec import SweepSpec
 from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)

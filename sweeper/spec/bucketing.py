@@ -2,19 +2,16 @@
 
 Policies (the `axes.bucketing` strings):
 
-- ``none``: pad each batch to its own longest sequence (dynamic padding; one shape per
-  distinct batch maximum).
+- ``none``: pad each batch to its own longest sequence (one shape per distinct batch maximum).
 - ``multiple:N``: round the batch maximum up to a multiple of N.
 - ``pow2``: round up to the next power of two.
-- ``list:64,128,256``: the smallest listed bucket that fits. A batch longer than the
-  largest bucket is padded to the next multiple of the largest bucket, so the number of
-  shapes stays bounded.
-- ``quantile:K``: K buckets at the quantiles of the stream's batch maxima (each bucket
-  an observed length; repeated quantiles merge, so there may be fewer than K).
+- ``list:64,128,256``: the smallest listed bucket that fits; a longer batch is padded to the next
+  multiple of the largest bucket, so the number of shapes stays bounded.
+- ``quantile:K``: K buckets at the quantiles of the stream's batch maxima (each an observed
+  length; repeated quantiles merge, so there may be fewer than K).
 
 Every padded length is capped at the model's position limit (never below the batch's own
-maximum). Pure functions, no torch: `sweeper validate` checks the syntax instantly.
-"""
+maximum). Pure functions, no torch: `sweeper validate` checks the syntax instantly."""
 
 from __future__ import annotations
 

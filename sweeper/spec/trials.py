@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from sweeper import zoo
 from sweeper.results.schema import CONFIG_COLUMNS
 from sweeper.spec import lengths
-from sweeper.spec.schema import SpecError, SweepSpec
 from sweeper.spec.sections import MeasureSpec, ModelSpec
+from sweeper.spec.sweep_spec import SpecError, SweepSpec
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,187 @@
+"""Several trials on one GPU: the per-GPU lock a sharing measuring process holds for everything
+but its compiles, across real processes, and the spec and Ray resources that turn it on."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+
+import pytest
+
+from sweeper.measure import gpu_lock
+from sweeper.measure import process as measure
+from sweeper.spec.sweep_spec import SpecError, parse_spec
+from sweeper.spec.trials import expand
+from tests.helpers import tiny_spec
+
+
+class _Neighbour:
+    """Another process (a neighbour trial) that takes the GPU's lock and holds it for `seconds`,
+    or, with `seconds` None, until the test calls `release` (the test decides, not the clock)."""
+
+    def __init__(self, lock_dir, key: str, seconds: float | None):
+        hold = f"time.sleep({seconds})" if seconds is not None else "sys.stdin.readline()"
+        code = textwrap.dedent(f"""
+            import sys, time
+            from pathlib import Path
+            from sweeper.measure.gpu_lock import GpuLock
+            lock = GpuLock({key!r}, Path({str(lock_dir)!r}))
+            lock.acquire()
+            print("held", flush=True)
+            {hold}
+        """)
+        self.proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE,
+                                     text=True)
+        self._held = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        if self.proc.stdout.readline().strip() == "held":
+            self._held.set()
+
+    def holds_within(self, seconds: float) -> bool:
+        return self._held.wait(seconds)
+
+    def release_after(self, seconds: float) -> None:
+        """Let go of the lock `seconds` from now (a neighbour started with `seconds` None)."""
+        def release() -> None:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        threading.Timer(seconds, release).start()
+
+    def wait(self) -> None:
+        self.proc.wait()
+
+
+STARTS_WITHIN_S = 300
+"""How long a neighbour process may take to start and take a free lock: catches a hang only."""
+
+
+def _holder(lock_dir, key: str, seconds: float | None, wait: bool = True) -> _Neighbour:
+    """A neighbour holding the lock; returns once it holds it (with `wait`), else at once."""
+    neighbour = _Neighbour(lock_dir, key, seconds)
+    if wait:
+        assert neighbour.holds_within(STARTS_WITHIN_S)
+    return neighbour
+
+
+@pytest.fixture
+def lock_dir(tmp_path):
+    yield tmp_path
+    gpu_lock.hold(None)  # later tests in this process get a GPU of their own again
+
+
+def test_a_sharing_process_waits_for_the_gpu_then_holds_it(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", None)
+    neighbour.release_after(1.0)  # the next line starts waiting at once: it waits about 1 s
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    neighbour.wait()
+    assert lock.holding and lock.waited_s >= 0.7
+    other = _holder(lock_dir, "GPU-test", 0.0, wait=False)
+    assert not other.holds_within(0.5)  # held: a neighbour's work waits
+    lock.release()
+    assert other.holds_within(STARTS_WITHIN_S)
+    other.wait()
+    assert lock.as_row()["gpu_lock_wait_s"] == lock.waited_s and lock.held_s >= 0.5
+
+
+def test_the_gpu_is_free_while_compiling_unless_the_compile_autotunes(lock_dir):
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    with gpu_lock.released_while_compiling("default"):
+        neighbour = _holder(lock_dir, "GPU-test", None, wait=False)
+        assert neighbour.holds_within(STARTS_WITHIN_S)  # it times on the GPU while this process compiles
+        neighbour.release_after(1.0)  # leaving the block takes the lock again at once: waits about 1 s
+    neighbour.wait()
+    assert lock.holding and lock.waited_s >= 0.7  # after the compile, waited for the neighbour
+    with gpu_lock.released_while_compiling("max-autotune"):  # benchmarks kernels on the GPU: keeps it
+        other = _holder(lock_dir, "GPU-test", 0.0, wait=False)
+        assert not other.holds_within(0.5)
+    lock.release()
+    assert other.holds_within(STARTS_WITHIN_S)
+    other.wait()
+
+
+def test_a_dead_holders_lock_is_free_at_once(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", 60)
+    os.kill(neighbour.proc.pid, signal.SIGKILL)
+    neighbour.wait()
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    assert lock.holding and lock.waited_s < 30  # free at once, not when the dead holder's 60 s would end
+
+
+def test_a_gpu_of_its_own_waits_for_nothing_and_says_so(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", 30.0)
+    lock = gpu_lock.hold(None, lock_dir)
+    with gpu_lock.released_while_compiling("default"), gpu_lock.released_while_compiling("max-autotune"):
+        pass
+    assert not lock.holding and lock.as_row() == {"gpu_lock_wait_s": None, "gpu_lock_held_s": None}
+    neighbour.proc.kill()
+    neighbour.wait()
+
+
+def test_a_sharing_trials_row_records_its_wait(lock_dir, tmp_path, monkeypatch):
+    """A measuring process that shares its GPU waits for its neighbour before it builds its model.
+    (No CUDA here: the CPU stands in for the GPU, under the name a shared GPU's lock would have;
+    on CUDA the device's figure of memory in use is dropped, since it counts the neighbour's.)"""
+    monkeypatch.setattr(gpu_lock, "LOCK_DIR", lock_dir)
+    monkeypatch.setattr(gpu_lock, "key_for", lambda device, n: "GPU-test" if n > 1 else None)
+    eager = next(t for t in expand(parse_spec(tiny_spec(axes={"mode": ["eager"]})))[0])
+    neighbour = _holder(lock_dir, "GPU-test", None)
+    neighbour.release_after(1.5)  # the measuring below asks for the lock well within 0.5 s of this
+    row = measure.run({"trial": eager.to_dict(), "device": "cpu", "trials_per_gpu": 2}, tmp_path / "row.json")
+    neighbour.wait()
+    assert row["status"] == "ok", row["error"]
+    assert row["trials_per_gpu"] == 2 and row["gpu_lock_wait_s"] >= 0.5 and row["gpu_lock_held_s"] > 0
+    assert not gpu_lock.current().holding  # let go when the row is written
+    alone = measure.run({"trial": eager.to_dict(), "device": "cpu"}, tmp_path / "alone.json")
+    assert alone["trials_per_gpu"] == 1 and alone["gpu_lock_wait_s"] is None
+
+
+@pytest.mark.parametrize(("resources", "message"), [
+    ({"device": "cpu", "trials_per_gpu": 2}, "contradicts device 'cpu'"),
+    ({"device": "cuda", "gpus_per_trial": 0.5, "trials_per_gpu": 2}, "needs gpus_per_trial 1"),
+    ({"device": "cuda", "trials_per_gpu": 5}, "less than or equal to 4"),
+])
+def test_spec_refuses_sharing_that_cannot_work(resources, message):
+    with pytest.raises(SpecError, match=message):
+        parse_spec(tiny_spec(resources=resources))
+
+
+def test_sharing_is_part_of_the_sweeps_identity_only_when_set():
+    plain = parse_spec(tiny_spec(resources={"device": "cuda"}))
+    assert "trials_per_gpu" not in plain.identity()["resources"]  # sweeps started before it still resume
+    shared = parse_spec(tiny_spec(resources={"device": "cuda", "trials_per_gpu": 2}))
+    assert shared.spec_hash() != plain.spec_hash()
+    assert plain.resources.gpu_share == 1.0 and shared.resources.gpu_share == 0.5  # what a trial asks Ray for
+
+
+@pytest.mark.slow
+def test_ray_runs_two_trials_on_each_gpu_and_never_three(tmp_path):
+    """The real runner on a private Ray that declares two GPUs (this machine has none): with
+    `trials_per_gpu: 2` each trial asks for half a GPU and half that GPU's CPU share, so four run at
+    once, two on each GPU, each told its GPU (CUDA_VISIBLE_DEVICES) and that it shares it."""
+    import json
+
+    import pandas as pd
+
+    from tests.helpers import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "tests.factories.shared_gpu_probe", str(tmp_path / "out")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    facts = [json.loads(n) for n in pd.read_parquet(tmp_path / "out" / "results.parquet")["notes"]]
+    assert len(facts) == 8
+    assert all(len(f["gpu_ids"]) == 1 and f["cuda_visible"] == f["gpu_ids"][0] for f in facts)
+    assert {f["trials_per_gpu"] for f in facts} == {2} and {f["pin_cpus"] for f in facts} == {2}  # 8 CPUs / 2 GPUs / 2
+
+    def most_at_once(runs: list[dict]) -> int:
+        return max(sum(r["start"] <= f["start"] < r["end"] for r in runs) for f in runs)
+
+    assert most_at_once(facts) == 4
+    for gpu in ("0", "1"):
+        assert most_at_once([f for f in facts if f["gpu_ids"] == [gpu]]) == 2
