@@ -226,6 +226,13 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], emit: Callable[[dict], 
         row.update(health.as_row(), fell_back_to_eager=health.recompile_limit_hit)
     if path == "compile_config" and not health.graphs:
         row["notes"] = "transformers did not compile the decode step (its compile criteria refused this setting)"
+    _compiled_figures(wb, row, m, e_log, c_log, arms, compile_peak)
+
+
+def _compiled_figures(wb: Workbench, row: dict[str, Any], m: matching.Matched, e_log: CallLog, c_log: CallLog,
+                      arms: Arms, compile_peak: float) -> None:
+    """The compiled row's headline figures, its compile cost and its ratios to the alternated eager."""
+    t = wb.trial
     row.update(m.row(["eager_", ""]), **_arm_row(m, 0, e_log, "eager_", t.batch_size, t.new_tokens),
                **_arm_row(m, 1, c_log, "", t.batch_size, t.new_tokens),
                peak_mem_gib=arms.peak_gib, peak_mem_compile_gib=max(compile_peak, arms.peak_gib),
