@@ -36,6 +36,8 @@ AXES: list[tuple[str, str, str, str]] = [
     ("need_mem", "Device memory needed, reserved (GiB; GPU rows)", "need_mem_gib", "min"),
     ("compile", "Compile time (s; a stream: every compile)", "compile_cost_s", "min"),
     ("latency", "Latency p50 (ms)", "latency_p50_ms", "min"),
+    ("decode", "Decode tokens/s (phase generate)", "decode_tokens_per_s", "max"),
+    ("ttft", "Time to first token (ms; phase generate)", "ttft_ms", "min"),
     ("batch", "Batch size (items)", "batch_size", ""),
 ]
 DEFAULT_X, DEFAULT_Y = "run_mem", "throughput"
