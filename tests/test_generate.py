@@ -160,3 +160,25 @@ def test_dynamic_cache_compiles_the_forward_and_matches_eager(tmp_path_factory):
     assert row["status"] == "ok", row["error"]
     assert row["generate_compile_path"] == "forward" and row["graphs"] >= 1
     assert row["tokens_match_rate"] == 1.0 and row["accuracy_ok"] is True
+
+
+@pytest.mark.slow  # a real Ray sweep
+def test_generate_sweep_writes_rows_report_and_recommendation(ray_local, tmp_path, capsys):
+    from conftest import write_spec
+
+    from sweeper.results.store import read_results
+
+    spec = _spec(["eager", "default"])
+    spec["measure"]["warm_compile"] = True
+    out = tmp_path / "out"
+    assert run_cli(["run", str(write_spec(tmp_path, spec)), "--results", str(out)]) == 0
+    df = read_results([out / "results.parquet"])
+    assert (df.status == "ok").all(), df[["mode", "error"]]
+    assert set(df.phase) == {"generate"} and set(df.new_tokens) == {NEW} and set(df.cache) == {"static"}
+    assert df.ttft_ms.gt(0).all() and df.decode_tokens_per_s.gt(0).all()
+    assert df[df["mode"] == "default"].warm_compile_s.notna().all()
+    html = (out / "report.html").read_text()
+    assert "Decode tokens/s (phase generate)" in html and "Time to first token" in html
+    capsys.readouterr()
+    assert run_cli(["recommend", str(out), "--workload", f"100x{PROMPT}+{NEW}"]) == 0
+    assert "gpt2-tiny · fp32" in capsys.readouterr().out
