@@ -28,6 +28,9 @@ from sweeper.spec.sections import Phase, Precision
 log = logging.getLogger(__name__)
 
 USAGE_ERROR = 2
+_WORKLOAD_HELP = ("only this input stream; or, for phase generate, a serving workload REQUESTSxPROMPT+NEW (e.g. "
+                  "1000x128+256: requests of 128 prompt tokens and 256 new tokens), ranked by the time to serve it, "
+                  "time to first token and decode both counted")
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser] | None = None) -> None:
@@ -60,9 +63,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                      help="only this precision (default: every precision measured)")
     rec.add_argument("--device", dest="device_name", metavar="NAME", help="only this device name")
     rec.add_argument("--seq-len", type=int, help="only this sequence length")
-    rec.add_argument("--workload", help="only this input stream; or, for phase generate, a serving workload "
-                     "REQUESTSxPROMPT+NEW (e.g. 1000x128+256: requests of 128 prompt tokens and 256 new tokens), "
-                     "ranked by the time to serve it, time to first token and decode both counted")
+    rec.add_argument("--workload", help=_WORKLOAD_HELP)
     rec.add_argument("--batch-size", type=int, help="compare at this batch size only (your batch is fixed)")
     rec.add_argument("--max-memory-gib", type=float, help="whole-run peak memory limit, compile transients included")
     rec.add_argument("--max-compile-s", type=float, help="compile time limit in seconds (a stream: every compile)")

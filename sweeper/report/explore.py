@@ -68,7 +68,8 @@ def rounded(values: pd.Series) -> list[float | None]:
 
 def axis_columns(d: pd.DataFrame) -> dict[str, Any]:
     """Per objective: the values of the rows `d`, and for throughput and speedup the error bars."""
-    cols: dict[str, Any] = {key: rounded(d[col]) for key, _, col, _ in AXES}
+    cols: dict[str, Any] = {key: rounded(d[col] if col in d else pd.Series(math.nan, index=d.index))
+                            for key, _, col, _ in AXES}  # frames without the generate columns: none
     rel_low = (d["speedup_low"] / d["speedup_vs_eager"]).astype(float)
     rel_high = (d["speedup_high"] / d["speedup_vs_eager"]).astype(float)
     for key, col in (("throughput", "throughput_items_s"), ("speedup", "speedup_vs_eager")):
