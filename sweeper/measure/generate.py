@@ -42,8 +42,9 @@ def prepare(wb: Workbench) -> dict[str, Any]:
     model.generation_config.eos_token_id = None  # random weights: every call decodes all new_tokens
     kw = wb.batch.kwargs
     return {"input_ids": kw["input_ids"], "attention_mask": kw.get("attention_mask"), "do_sample": False,
-            "max_new_tokens": t.new_tokens, "min_new_tokens": t.new_tokens, "use_cache": True,
-            "cache_implementation": t.cache, "pad_token_id": 0}
+            "max_new_tokens": t.new_tokens, "min_new_tokens": t.new_tokens, "use_cache": True, "pad_token_id": 0,
+            # a dynamic cache is generate's default: named only where every transformers version knows the name
+            **({"cache_implementation": "static"} if t.cache == "static" else {})}
 
 
 def eager_call(wb: Workbench, base: dict[str, Any]) -> Call:
