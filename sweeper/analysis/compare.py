@@ -58,8 +58,8 @@ def _summarise(df: pd.DataFrame) -> pd.DataFrame:
     if df.empty:
         return pd.DataFrame(columns=_KEY_COLS + ["status", "error", "accurate", "n"]
                             + [m for m, _, _ in METRICS])
-    df = df[cols].assign(seq_len=df["seq_len"].fillna(-1),
-                         **{k: df[k].fillna("") for k in _KEY_COLS if k not in ("batch_size", "seq_len")})
+    df = df[cols].assign(seq_len=df["seq_len"].fillna(-1), new_tokens=df["new_tokens"].fillna(-1),
+                         **{k: df[k].fillna("") for k in _KEY_COLS if k not in ("batch_size", "seq_len", "new_tokens")})
     ok = df[df["status"].eq("ok")]
     metrics = ok.groupby(_KEY_COLS, dropna=False)[[m for m, _, _ in METRICS]].median()
     accurate = ok.assign(_wrong=ok["accuracy_ok"].eq(False).fillna(False).astype(bool)) \

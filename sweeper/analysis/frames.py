@@ -13,7 +13,7 @@ from sweeper.results.schema import EAGER
 from sweeper.results.store import with_all_columns
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
-               "workload", "bucketing", "mark_dynamic", "scope"]
+               "workload", "bucketing", "mark_dynamic", "scope", "new_tokens", "cache"]
 """Columns that identify one measured setting across sweeps (used to match base and new runs)."""
 
 CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
@@ -34,11 +34,14 @@ _NUMERIC = [
     "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
     "eager_spread_pct", "compiled_need_reserved_gib", "witness_ms", "eager_witness_ms", "witness_ref_ms",
     "slow_windows_pct", "matched_pairs", "speedup_slow", "throughput_slow_items_s", "eager_throughput_slow_items_s",
-    "speedup_all_windows", "host_wait_s",
+    "speedup_all_windows", "host_wait_s", "new_tokens", "ttft_ms", "eager_ttft_ms", "decode_tokens_per_s",
+    "eager_decode_tokens_per_s", "decode_token_p50_ms", "generate_s", "eager_generate_s", "decode_speedup_vs_eager",
+    "tokens_match_rate",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
-         "region_classes", "block_choice", "megacache_file", "host_state"]
+         "region_classes", "block_choice", "megacache_file", "host_state", "cache",
+         "generate_compile_path"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

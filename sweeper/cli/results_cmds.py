@@ -11,10 +11,12 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import get_args
 
-from sweeper.analysis import drift, recommend_text
+from sweeper.analysis import drift, generate_workload, recommend_text
+from sweeper.analysis.generate_workload import GenerateWorkload, GenerateWorkloadError
 from sweeper.analysis.recommend import RecommendError, recommend_all
 from sweeper.api.results import check_limits
 from sweeper.report.page import DEFAULT_TITLE, write_report
@@ -26,6 +28,9 @@ from sweeper.spec.sections import Phase, Precision
 log = logging.getLogger(__name__)
 
 USAGE_ERROR = 2
+_WORKLOAD_HELP = ("only this input stream; or, for phase generate, a serving workload REQUESTSxPROMPT+NEW (e.g. "
+                  "1000x128+256: requests of 128 prompt tokens and 256 new tokens), ranked by the time to serve it, "
+                  "time to first token and decode both counted")
 
 
 def register(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser] | None = None) -> None:
@@ -58,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
                      help="only this precision (default: every precision measured)")
     rec.add_argument("--device", dest="device_name", metavar="NAME", help="only this device name")
     rec.add_argument("--seq-len", type=int, help="only this sequence length")
-    rec.add_argument("--workload", help="only this input stream")
+    rec.add_argument("--workload", help=_WORKLOAD_HELP)
     rec.add_argument("--batch-size", type=int, help="compare at this batch size only (your batch is fixed)")
     rec.add_argument("--max-memory-gib", type=float, help="whole-run peak memory limit, compile transients included")
     rec.add_argument("--max-compile-s", type=float, help="compile time limit in seconds (a stream: every compile)")
@@ -110,12 +115,15 @@ def cmd_recommend(args: argparse.Namespace) -> int:
 
 def _recommend(args: argparse.Namespace) -> int:
     try:
+        served = GenerateWorkload.parse(args.workload)
+        if served is not None:
+            return _recommend_generate(args, served)
         limits = check_limits(args.max_memory_gib, args.max_compile_s, args.iterations, args.batch_size,
                               args.warm_start)
         df = read_results(args.paths)
         recs = recommend_all(df, args.model, limits, phase=args.phase, precision=args.precision,
                              device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
-    except (ResultsError, RecommendError) as e:
+    except (ResultsError, RecommendError, GenerateWorkloadError) as e:
         return _fail(e)
     if not recs:
         return _fail("no trials in these results")
@@ -125,6 +133,19 @@ def _recommend(args: argparse.Namespace) -> int:
     else:
         print(recommend_text.render(recs[0]) if len(recs) == 1 else recommend_text.render_table(recs))
     return 0 if all(r.best is not None for r in recs) else 1
+
+
+def _recommend_generate(args: argparse.Namespace, served: GenerateWorkload) -> int:
+    """`--workload RxP+N`: phase generate's settings ranked by the time to serve that workload."""
+    df = read_results(args.paths)
+    for column, wanted in (("model", args.model), ("precision", args.precision), ("device_name", args.device_name)):
+        df = df[df[column].eq(wanted)] if wanted is not None else df
+    ranked = generate_workload.rank(df, served, args.max_memory_gib, args.max_compile_s)
+    if args.json:
+        print(json.dumps({" · ".join(k): [asdict(s) for s in v] for k, v in ranked.items()}, indent=2))
+    else:
+        print(generate_workload.render(served, ranked))
+    return 0
 
 
 def _fail(error: object) -> int:

@@ -24,7 +24,7 @@ import psutil
 import torch
 
 from sweeper import envinfo
-from sweeper.measure import SPAWN_TIME_ENV, gpu_lock, megacache
+from sweeper.measure import SPAWN_TIME_ENV, generate, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.regions import plan_regions, scope_row
@@ -34,6 +34,8 @@ from sweeper.results.schema import check_row
 from sweeper.spec.trials import Trial
 
 log = logging.getLogger(__name__)
+_MEASURES = {"generate": generate.measure}
+"""Phases measured by a module of their own; the others by `sweeper.measure.pipeline`."""
 
 def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: Path | None = None,
         load_megacache: Path | None = None) -> dict[str, Any]:
@@ -61,7 +63,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         wb = _workbench(trial, device, mark, row)
         row["setup_s"] = time.time() - started
         row.update(megacache.load(load_megacache))
-        measure(wb, row, emit, warm, mark, payload.get("steady_step_s"))
+        _MEASURES.get(trial.phase, measure)(wb, row, emit, warm, mark, payload.get("steady_step_s"))
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         row.update(megacache.save(save_megacache))

@@ -36,6 +36,8 @@ AXES: list[tuple[str, str, str, str]] = [
     ("need_mem", "Device memory needed, reserved (GiB; GPU rows)", "need_mem_gib", "min"),
     ("compile", "Compile time (s; a stream: every compile)", "compile_cost_s", "min"),
     ("latency", "Latency p50 (ms)", "latency_p50_ms", "min"),
+    ("decode", "Decode tokens/s (phase generate)", "decode_tokens_per_s", "max"),
+    ("ttft", "Time to first token (ms; phase generate)", "ttft_ms", "min"),
     ("batch", "Batch size (items)", "batch_size", ""),
 ]
 DEFAULT_X, DEFAULT_Y = "run_mem", "throughput"
@@ -66,7 +68,8 @@ def rounded(values: pd.Series) -> list[float | None]:
 
 def axis_columns(d: pd.DataFrame) -> dict[str, Any]:
     """Per objective: the values of the rows `d`, and for throughput and speedup the error bars."""
-    cols: dict[str, Any] = {key: rounded(d[col]) for key, _, col, _ in AXES}
+    cols: dict[str, Any] = {key: rounded(d[col] if col in d else pd.Series(math.nan, index=d.index))
+                            for key, _, col, _ in AXES}  # frames without the generate columns: none
     rel_low = (d["speedup_low"] / d["speedup_vs_eager"]).astype(float)
     rel_high = (d["speedup_high"] / d["speedup_vs_eager"]).astype(float)
     for key, col in (("throughput", "throughput_items_s"), ("speedup", "speedup_vs_eager")):

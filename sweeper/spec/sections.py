@@ -16,7 +16,8 @@ from sweeper.spec import bucketing
 from sweeper.spec.base import PositiveInt, Strict
 
 Mode = Literal[MODES]  # type: ignore[valid-type]  # the values of the rows' mode column
-Phase = Literal["infer", "train"]
+Phase = Literal["infer", "train", "generate"]
+Cache = Literal["static", "dynamic"]
 Precision = Literal["fp32", "bf16"]
 Scope = Literal["whole", "regional"]
 
@@ -171,7 +172,8 @@ class Axes(Strict):
     seq_len: list[PositiveInt] = Field(default_factory=lambda: [128])
     """Sequence length for NLP models (tokens); ignored for vision models."""
     phase: list[Phase] = Field(default_factory=lambda: ["infer"])
-    """infer (eval, no_grad) or train (forward, backward and an AdamW step)."""
+    """infer (eval, no_grad), train (forward, backward and an AdamW step), or generate (a causal LM's
+    greedy `generate`: prefill of the prompt batch, then `new_tokens` decoded one at a time from a KV cache)."""
     precision: list[Precision] = Field(default_factory=lambda: ["fp32"])
     """fp32, or bf16 through torch.autocast."""
     bucketing: list[str] = Field(default_factory=lambda: ["none"])
@@ -182,8 +184,14 @@ class Axes(Strict):
     """What torch.compile compiles: the whole model, or each repeated block in place (regional
     compilation: one compiled block serves every copy of it)."""
 
+    new_tokens: list[PositiveInt] = Field(default_factory=lambda: [32])
+    """Tokens decoded greedily after the prompt (phase generate only; seq_len is the prompt's length)."""
+    cache: list[Cache] = Field(default_factory=lambda: ["static"])
+    """The KV cache of phase generate: static (preallocated, what transformers compiles the decode step
+    with) or dynamic (grows each step)."""
+
     _check = field_validator("mode", "dynamic", "batch_size", "seq_len", "phase", "precision",
-                             "bucketing", "mark_dynamic", "scope")(
+                             "bucketing", "mark_dynamic", "scope", "new_tokens", "cache")(
         classmethod(lambda cls, v: _no_dupes(v))
     )
 

@@ -59,6 +59,10 @@ class Trial:
     """The input stream; None: one fixed-shape batch."""
     scope: str = "whole"
     """What is compiled: the whole model, or each repeated block in place (regional)."""
+    new_tokens: int | None = None
+    """Phase generate: tokens decoded after the prompt (None for the other phases)."""
+    cache: str | None = None
+    """Phase generate: the KV cache, static or dynamic (None for the other phases)."""
 
     @property
     def model_name(self) -> str:
@@ -73,6 +77,8 @@ class Trial:
             mark = " mark_dynamic" if self.mark_dynamic else ""
             buck = f" bucketing={self.bucketing}" if self.workload.lengths is not None else ""
             seq = f" stream={self.workload.name}{buck}{mark}"
+        if self.phase == "generate":
+            seq += f"+{self.new_tokens} {self.cache}"
         return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
 
     def stream_columns(self) -> dict[str, Any]:
@@ -80,7 +86,8 @@ class Trial:
         workload, no bucketing) and the compile scope."""
         w = self.workload
         return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic, "scope": self.scope,
-                "workload": w.name if w else None, "length_source": w.source if w else None}
+                "workload": w.name if w else None, "length_source": w.source if w else None,
+                "new_tokens": self.new_tokens, "cache": self.cache}
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -147,15 +154,22 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
     for load in loads:
         seq_lens = [None] if load else _seq_lens(model, task, spec)
         is_tokens = load is not None and task == "nlp"
-        for phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope in itertools.product(
+        for phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope, decode in itertools.product(
                 a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing, a.mark_dynamic,
-                a.scope):
+                a.scope, _decode_settings(spec)):
             if mode == "eager":
                 dynamic, scope = None, "whole"  # no compile: one eager trial per setting
+            new_tokens, cache = decode if phase == "generate" else (None, None)
             yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
                    "phase": phase, "precision": precision, "workload": load, "scope": scope,
+                   "new_tokens": new_tokens, "cache": cache,
                    "bucketing": policy if is_tokens else "none",
                    "mark_dynamic": mark and load is not None and mode != "eager" and dynamic is not True}
+
+
+def _decode_settings(spec: SweepSpec) -> list[tuple[int, str]]:
+    """(new_tokens, cache) pairs of phase generate; the other phases collapse them to one (then None)."""
+    return list(itertools.product(spec.axes.new_tokens, spec.axes.cache))
 
 
 def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
@@ -170,7 +184,7 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
         for c in _grid(spec, model):
             stream = streams.get(c["workload"], c["batch_size"]) if c["workload"] else None
             reason = (_drop_reason(model, c["mode"], c["seq_len"], spec, c["scope"])
-                      or _stream_drop_reason(model, c, stream))
+                      or _stream_drop_reason(model, c, stream) or generate_drop_reason(model, c))
             config = {"model": mdict, **{k: c[k] for k in CONFIG_COLUMNS}, "measure": measure}
             if reason:
                 where = f" {c['phase']} stream {c['workload']}" if stream else ""
@@ -180,12 +194,34 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
                 continue
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
                 config.update(bucketing=c["bucketing"], mark_dynamic=c["mark_dynamic"], workload=stream)
+            if c["phase"] == "generate":  # the other phases keep the ids they had before generate
+                config.update(new_tokens=c["new_tokens"], cache=c["cache"])
             if c["scope"] != "whole":  # likewise, whole-model trials keep their ids
                 config["scope"] = c["scope"]
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
                                                           "workload": DrawnStream(**stream) if stream else None}))
     return list(trials.values()), _dedupe(dropped)
+
+
+GENERATE_ZOO = ("gpt2", "gpt2-tiny")
+"""Zoo models with a causal-LM head that phase generate can drive."""
+
+
+def generate_drop_reason(model: ModelSpec, c: dict[str, Any]) -> str | None:
+    if c["phase"] != "generate":
+        return None
+    if c["workload"] is not None:
+        return "phase generate decodes a fixed prompt batch, not a workload's stream"
+    causal = model.name in GENERATE_ZOO if model.source == "zoo" else model.source != "hf" or model.task == "causal-lm"
+    if not causal:
+        return f"phase generate needs a causal language model ({model.name} is not one)"
+    entry = zoo.REGISTRY.get(model.name) if model.source == "zoo" else None
+    total = (c["seq_len"] or 0) + c["new_tokens"]
+    if entry and entry.max_seq_len and total > entry.max_seq_len:
+        return (f"prompt {c['seq_len']} + {c['new_tokens']} new tokens exceed {model.name}'s "
+                f"{entry.max_seq_len} positions")
+    return None
 
 
 def _stream_drop_reason(model: ModelSpec, c: dict[str, Any], stream: dict[str, Any] | None) -> str | None:

@@ -94,7 +94,7 @@ def test_choices_are_listed_and_global_flags_follow_the_subcommand(results: Path
     with pytest.raises(SystemExit):
         build_parser().parse_args(["recommend", "--help"])
     help_text = capsys.readouterr().out
-    assert "--phase {infer,train}" in help_text and "--precision {fp32,bf16}" in help_text
+    assert "--phase {infer,train,generate}" in help_text and "--precision {fp32,bf16}" in help_text
     args = build_parser().parse_args(["recommend", str(results / "a"), "-v"])
     assert args.verbose is True
     assert build_parser().parse_args(["-v", "models"]).verbose is True

@@ -1,0 +1,113 @@
+"""An independent check of phase generate's rows: plain transformers `generate`, timed by hand.
+
+It builds the same model shape from its config (random weights), a random prompt batch, and times
+`generate` twice over: with transformers' defaults (with a static cache on a GPU it compiles the
+decode step itself: inductor, reduce-overhead) and with `disable_compile=True` (eager). Nothing of
+sweeper's measuring code is used. Time to first token is a `max_new_tokens=1` call; decode tokens/s is
+batch x (new - 1) over the rest of a full call. Then, given the sweep's results, it prints the
+tool's rows beside it: reduce-overhead (transformers' default compile) and eager, and whether the
+check's speedup lies inside the row's interval.
+
+    python experiments/generate/check_generate.py --model gpt2 --batch 1 --prompt 128 --new 128 \
+        --results OUT/gpt2/sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import statistics
+import time
+
+import torch
+import transformers as tf
+
+LLAMA_1B = {"hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+            "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 4096,
+            "tie_word_embeddings": True, "rope_theta": 500000.0}
+ROW_NAMES = {"gpt2": "gpt2", "llama1b": "hf:llama"}
+
+
+def build(name: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    if name == "gpt2":
+        model = tf.GPT2LMHeadModel(tf.GPT2Config())
+    else:
+        model = tf.LlamaForCausalLM(tf.LlamaConfig(**LLAMA_1B))
+    model = model.to("cuda", torch.bfloat16).eval()
+    model.generation_config.eos_token_id = None  # random weights: decode every new token
+    return model
+
+
+def timed(fn, calls: int) -> list[float]:
+    out = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def measure(model, ids, new: int, calls: int, **extra) -> dict[str, float]:
+    kw = {"attention_mask": torch.ones_like(ids), "do_sample": False, "cache_implementation": "static",
+          "pad_token_id": 0, **extra}
+    with torch.no_grad():
+        first = timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), 1)[0]
+        timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), 2)
+        full = timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), calls)
+        one = timed(lambda: model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw), calls)
+    gen_s, ttft_s = statistics.median(full), statistics.median(one)
+    return {"first_call_s": first, "generate_s": gen_s, "ttft_ms": ttft_s * 1e3,
+            "decode_tokens_per_s": ids.shape[0] * (new - 1) / (gen_s - ttft_s)}
+
+
+def rows(results: str, model: str, batch: int, prompt: int, new: int):
+    import pandas as pd
+
+    files = glob.glob(f"{results}/**/results.parquet", recursive=True) or glob.glob(f"{results}/results.parquet")
+    df = pd.concat([pd.read_parquet(f) for f in files])
+    df = df[(df["model"] == ROW_NAMES[model]) & (df["phase"] == "generate") & (df["batch_size"] == batch)
+            & (df["seq_len"] == prompt) & (df["new_tokens"] == new) & (df["cache"] == "static")]
+    return {r["mode"]: r for r in df.to_dict("records")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", choices=sorted(ROW_NAMES), default="gpt2")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--new", type=int, default=128)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--results", help="the sweep's results directory, to print its rows beside the check")
+    args = ap.parse_args()
+    print(f"transformers {tf.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
+    model = build(args.model)
+    ids = torch.randint(3, model.config.vocab_size, (args.batch, args.prompt), device="cuda")
+    eager = measure(model, ids, args.new, args.calls, disable_compile=True)
+    default = measure(model, ids, args.new, args.calls)  # transformers' defaults: it compiles by itself
+    speedup = eager["generate_s"] / default["generate_s"]
+    print(f"{args.model} batch {args.batch} prompt {args.prompt} +{args.new}")
+    for name, m in (("check eager (disable_compile)", eager), ("check transformers default", default)):
+        print(f"  {name:<34} " + "  ".join(f"{k} {v:.4g}" for k, v in m.items()))
+    print(f"  check speedup (generate_s) {speedup:.3f}")
+    if not args.results:
+        return
+    found = rows(args.results, args.model, args.batch, args.prompt, args.new)
+    for mode in ("eager", "reduce-overhead"):
+        r = found.get(mode)
+        if r is None:
+            print(f"  tool {mode}: no row")
+            continue
+        print(f"  tool {mode:<29} status {r['status']}  generate_s {r['generate_s']:.4g}  ttft_ms "
+              f"{r['ttft_ms']:.4g}  decode_tokens_per_s {r['decode_tokens_per_s']:.4g}")
+    r = found.get("reduce-overhead")
+    if r is not None and r["status"] == "ok":
+        low, high = r["speedup_ci_low"], r["speedup_ci_high"]
+        verdict = "AGREES" if low <= speedup <= high else "DISAGREES"
+        print(f"  tool speedup {r['speedup_vs_eager']:.3f} [{low:.3f}, {high:.3f}]: check {speedup:.3f} {verdict}")
+
+
+if __name__ == "__main__":
+    main()
