@@ -21,7 +21,7 @@ from sweeper.measure import accuracy, matching
 from sweeper.measure.decode_timing import CallLog, decode_interval, summary, timed_generate
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
-from sweeper.measure.neighbours import BusyWindows, compiling
+from sweeper.measure.neighbours import BusyWindows, compile_marker
 from sweeper.measure.pipeline import EAGER_BASELINE, TrialFailed, classify, relative_to_eager
 from sweeper.measure.timing import Arm, calibrate, speedup_interval, timed_call
 from sweeper.measure.workbench import CUDAGRAPH_MODES, Workbench
@@ -206,7 +206,7 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], emit: Callable[[dict], 
     arms.mem.reset()
     try:
         with watch_compiles() as health:
-            with compiling():
+            with compile_marker():
                 try:
                     row["first_call_s"], got = timed_call(lambda: with_logits(compiled), wb.device)
                 except Exception as e:
@@ -252,7 +252,7 @@ def _compiled_figures(wb: Workbench, row: dict[str, Any], m: matching.Matched, e
 
 def measure_warm(wb: Workbench, row: dict[str, Any], base: dict[str, Any], steady_step_s: float | None) -> None:
     compiled, _ = compiled_call(wb, base)
-    with compiling():
+    with compile_marker():
         try:
             first, _ = timed_call(compiled, wb.device)
         except Exception as e:

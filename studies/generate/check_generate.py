@@ -8,7 +8,7 @@ batch x (new - 1) over the rest of a full call. Then, given the sweep's results,
 tool's rows beside it: reduce-overhead (transformers' default compile) and eager, and whether the
 check's speedup lies inside the row's interval.
 
-    python experiments/generate/check_generate.py --model gpt2 --batch 1 --prompt 128 --new 128 \
+    python3 -m studies.generate.check_generate --model gpt2 --batch 1 --prompt 128 --new 128 \
         --results OUT/gpt2/sweep
 """
 

@@ -7,15 +7,15 @@ import json
 
 import pytest
 import torch
-from conftest import run_cli, tiny_spec
 
 from sweeper.analysis import generate_workload
 from sweeper.analysis.generate_workload import GenerateWorkload, GenerateWorkloadError
 from sweeper.measure import process as measure
 from sweeper.measure.health import watch_compiles
 from sweeper.results.store import write_rows
-from sweeper.spec.schema import parse_spec
+from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
+from tests.helpers import run_cli, tiny_spec
 
 PROMPT, NEW = 16, 8
 
@@ -164,9 +164,8 @@ def test_dynamic_cache_compiles_the_forward_and_matches_eager(tmp_path_factory):
 
 @pytest.mark.slow  # a real Ray sweep
 def test_generate_sweep_writes_rows_report_and_recommendation(ray_local, tmp_path, capsys):
-    from conftest import write_spec
-
     from sweeper.results.store import read_results
+    from tests.helpers import write_spec
 
     spec = _spec(["eager", "default"])
     spec["measure"]["warm_compile"] = True

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Phase generate on one H200 (issue 31's evidence):
-#   experiments/generate/run_h200.sh OUT_DIR STAGE...
+#   studies/generate/run_h200.sh OUT_DIR STAGE...
 # STAGE:
-#   smoke      experiments/generate/smoke.yaml (6 short trials: every mode, static and dynamic caches).
-#   gpt2       experiments/generate/gpt2.yaml (18 trials). Each call runs at most LIMIT_S seconds (default
+#   smoke      studies/generate/smoke.yaml (6 short trials: every mode, static and dynamic caches).
+#   gpt2       studies/generate/gpt2.yaml (18 trials). Each call runs at most LIMIT_S seconds (default
 #              540), then resumes the same sweep on the next call: repeat until OUT_DIR/gpt2.done exists.
-#   llama      experiments/generate/llama1b.yaml (18 trials), likewise (OUT_DIR/llama.done).
+#   llama      studies/generate/llama1b.yaml (18 trials), likewise (OUT_DIR/llama.done).
 #   check      the independent check (check_generate.py: plain transformers generate) for a few settings,
 #              beside the tool's rows.
 #   recommend  `sweeper recommend --workload` for a chat-like (200x128+128) and a batch-like
@@ -16,7 +16,7 @@ set -u
 out=${1:?usage: run_h200.sh OUT_DIR STAGE...}
 shift
 mkdir -p "$out"
-here=experiments/generate
+here=studies/generate
 sweep() {  # NAME SPEC
   [ -e "$out/$1.done" ] && { echo "$1 already done"; return; }
   local t0=$(date +%s) code
@@ -31,7 +31,7 @@ check() {
   for args in "gpt2 1 128" "gpt2 32 128" "llama1b 1 128" "llama1b 8 1024"; do
     set -- $args
     local dir=$out/gpt2; [ "$1" = llama1b ] && dir=$out/llama
-    python3 $here/check_generate.py --model "$1" --batch "$2" --prompt "$3" --new 128 --results "$dir" \
+    python3 -m studies.generate.check_generate --model "$1" --batch "$2" --prompt "$3" --new 128 --results "$dir" \
       >>"$out/check.txt" 2>&1
   done
 }
