@@ -24,8 +24,9 @@ import psutil
 import torch
 
 from sweeper import envinfo
-from sweeper.measure import SPAWN_TIME_ENV, gpu_lock, megacache
+from sweeper.measure import SPAWN_TIME_ENV, aoti, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
+from sweeper.measure.inductor_options import options_row
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.regions import plan_regions, scope_row
 from sweeper.measure.workbench import build_workbench
@@ -36,12 +37,14 @@ from sweeper.spec.trials import Trial
 log = logging.getLogger(__name__)
 
 def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: Path | None = None,
-        load_megacache: Path | None = None) -> dict[str, Any]:
-    """Measure the payload's trial into a row, loading and saving a Mega-Cache artifact if asked."""
+        load_megacache: Path | None = None, aoti_build: Path | None = None,
+        aoti_load: Path | None = None) -> dict[str, Any]:
+    """Measure the payload's trial into a row, loading and saving a Mega-Cache artifact if asked; or
+    build its AOTInductor package (`aoti_build`), or measure the package loaded (`aoti_load`)."""
     trial = Trial.from_dict(payload["trial"])
     device = torch.device(payload.get("device", "cpu"))
     row: dict[str, Any] = {"status": "running", "error": None, "started_at": datetime.now(UTC).isoformat(),
-                           "matmul_precision": trial.measure.matmul_precision, **_cpus()}
+                           "matmul_precision": trial.measure.matmul_precision, **_cpus(), **options_row(trial)}
     if trial.workload is not None:
         row.update(trial.stream_columns())  # written first, so even a crashed row has them
 
@@ -61,7 +64,14 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         wb = _workbench(trial, device, mark, row)
         row["setup_s"] = time.time() - started
         row.update(megacache.load(load_megacache))
-        measure(wb, row, emit, warm, mark, payload.get("steady_step_s"))
+        if aoti_build is not None:
+            aoti.build(wb, row, aoti_build)
+            mark("compiled")
+        else:
+            measure(wb, row, emit, warm, mark, payload.get("steady_step_s"),
+                    aoti.loader(aoti_load, row) if aoti_load is not None else None)
+        if aoti_load is not None:
+            aoti.finish_row(row, payload.get("aoti_build", {}), wb.batch.items)
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         row.update(megacache.save(save_megacache))
@@ -139,12 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", action="store_true", help="measure warm compile only")
     ap.add_argument("--save-megacache", type=Path, help="write the compiled trial's Mega-Cache artifact here")
     ap.add_argument("--load-megacache", type=Path, help="load this Mega-Cache artifact before compiling")
+    ap.add_argument("--aoti-build", type=Path, help="path aoti: export and package the model here, measure nothing")
+    ap.add_argument("--aoti-load", type=Path, help="path aoti: load this package and measure it against eager")
     args = ap.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SWEEPER_LOG", "WARNING"), stream=sys.stderr)
     payload = json.loads(Path(args.trial).read_text())
     with contextlib.suppress(KeyboardInterrupt):
         row = run(payload, Path(args.out), warm=args.warm, save_megacache=args.save_megacache,
-                  load_megacache=args.load_megacache)
+                  load_megacache=args.load_megacache, aoti_build=args.aoti_build, aoti_load=args.aoti_load)
         log.info("trial %s: %s", payload["trial"]["trial_id"], row["status"])
     return 0
 

@@ -3,7 +3,10 @@ an AOTInductor package cannot measure (dropped with a reason, like any impossibl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweeper.spec.schema import SweepSpec
 
 AOTI_MODES = ("default", "max-autotune-no-cudagraphs")
 """Modes an AOTInductor package is built under: a package runs without CUDA graphs, so the
@@ -23,8 +26,16 @@ def option_id_keys(c: dict[str, Any], sets: dict[str, dict[str, Any]] | None) ->
     return extra
 
 
-def deploy_drop_reason(c: dict[str, Any], backend: str) -> str | None:
-    """Why an aoti combination cannot run, or None."""
+def applied_options(c: dict[str, Any], sets: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
+    """The Trial fields of a combination's option set and path."""
+    return {"option_set": c["option_set"], "path": c["path"], "options": (sets or {}).get(c["option_set"]) or {}}
+
+
+def deploy_drop_reason(c: dict[str, Any], spec: SweepSpec) -> str | None:
+    """Why an option set or an aoti combination cannot run, or None."""
+    backend = spec.measure.backend
+    if backend != "inductor" and (spec.axes.options or {}).get(c["option_set"]):
+        return f"inductor options need the inductor backend (backend is {backend!r})"
     if c["path"] != "aoti":
         return None
     if backend != "inductor":

@@ -48,7 +48,8 @@ def _names(body: list[ast.stmt], prefix: str, classes: dict[str, set[str]]) -> s
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             out.add(prefix + node.target.id)
         elif isinstance(node, ast.ClassDef):
-            own = {n.removeprefix(prefix + node.name + ".") for n in _names(node.body, prefix + node.name + ".", classes)}
+            inner = prefix + node.name + "."
+            own = {n.removeprefix(inner) for n in _names(node.body, inner, classes)}
             for base in node.bases:  # `class cuda(cutlass)` has cutlass's options too
                 own |= classes.get(base.id, set()) if isinstance(base, ast.Name) else set()
             classes[node.name] = own
@@ -70,8 +71,8 @@ def check_sets(sets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
             if not isinstance(key, str) or not _KEY_RE.match(key):
                 raise ValueError(f"{name}: {key!r} is not an inductor option name")
             if keys is not None and key not in keys:
-                hint = _close(key, keys)
-                raise ValueError(f"{name}: unknown inductor option {key!r}" + (f" (did you mean {hint!r}?)" if hint else ""))
+                hint = f" (did you mean {_close(key, keys)!r}?)" if _close(key, keys) else ""
+                raise ValueError(f"{name}: unknown inductor option {key!r}{hint}")
             try:
                 json.dumps(value)
             except (TypeError, ValueError):

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from sweeper import zoo
 from sweeper.results.schema import CONFIG_COLUMNS
 from sweeper.spec import lengths
-from sweeper.spec.deploy_axes import deploy_drop_reason, option_id_keys
+from sweeper.spec.deploy_axes import applied_options, deploy_drop_reason, option_id_keys
 from sweeper.spec.schema import SpecError, SweepSpec
 from sweeper.spec.sections import MeasureSpec, ModelSpec
 
@@ -181,7 +181,7 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
         for c in _grid(spec, model):
             stream = streams.get(c["workload"], c["batch_size"]) if c["workload"] else None
             reason = (_drop_reason(model, c["mode"], c["seq_len"], spec, c["scope"])
-                      or _stream_drop_reason(model, c, stream) or deploy_drop_reason(c, spec.measure.backend))
+                      or _stream_drop_reason(model, c, stream) or deploy_drop_reason(c, spec))
             config = {"model": mdict, **{k: c[k] for k in CONFIG_COLUMNS}, "measure": measure}
             if reason:
                 where = f" {c['phase']} stream {c['workload']}" if stream else ""
@@ -197,8 +197,7 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
                                                           "workload": DrawnStream(**stream) if stream else None,
-                                                          "option_set": c["option_set"], "path": c["path"],
-                                                          "options": (spec.axes.options or {}).get(c["option_set"], {})}))
+                                                          **applied_options(c, spec.axes.options)}))
     return list(trials.values()), _dedupe(dropped)
 
 
