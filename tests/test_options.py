@@ -46,8 +46,8 @@ def test_an_empty_set_keeps_the_plain_id_and_others_get_their_own():
 
 
 @pytest.mark.parametrize(("sets", "message"), [
-    ({"cdt": {"coordinate_descent_tunin": True}},
-     "axes.options: cdt: unknown inductor option 'coordinate_descent_tunin' (did you mean 'coordinate_descent_tuning'?)"),
+    ({"cdt": {"coordinate_descent_tunin": True}}, "axes.options: cdt: unknown inductor option "
+     "'coordinate_descent_tunin' (did you mean 'coordinate_descent_tuning'?)"),
     ({"t": {"triton.no_such_knob": 1}}, "axes.options: t: unknown inductor option 'triton.no_such_knob'"),
     ({"a": {}, "b": {}}, "axes.options: b: same options as set 'a'"),
     ({"a b": {}}, "'a b' is not a valid option set name"),
@@ -67,12 +67,11 @@ def test_nested_and_inherited_keys_are_known():
 
 
 def test_a_mode_s_options_are_merged_under_the_set():
-    (trial,) = [t for t in expand(_spec({"no_cdt": {"coordinate_descent_tuning": False}},
-                                        mode=["max-autotune-no-cudagraphs"]))[0]]
+    (trial,) = expand(_spec({"no_cdt": {"coordinate_descent_tuning": False}}, mode=["max-autotune-no-cudagraphs"]))[0]
     assert merged(trial) == {"max_autotune": True, "coordinate_descent_tuning": False}
     assert compile_kwargs(trial) == {"options": {"max_autotune": True, "coordinate_descent_tuning": False}}
     assert json.loads(options_row(trial)["inductor_options_json"]) == merged(trial)
-    (plain,) = [t for t in expand(_spec({"default": {}}, mode=["reduce-overhead"]))[0]]
+    (plain,) = expand(_spec({"default": {}}, mode=["reduce-overhead"]))[0]
     assert compile_kwargs(plain) == {"mode": "reduce-overhead"} and options_row(plain) == {}
 
 
