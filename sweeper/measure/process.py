@@ -39,8 +39,7 @@ log = logging.getLogger(__name__)
 def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: Path | None = None,
         load_megacache: Path | None = None, aoti_build: Path | None = None,
         aoti_load: Path | None = None) -> dict[str, Any]:
-    """Measure the payload's trial into a row, loading and saving a Mega-Cache artifact if asked; or
-    build its AOTInductor package (`aoti_build`), or measure the package loaded (`aoti_load`)."""
+    """Measure the payload's trial into a row (a Mega-Cache artifact, an aoti package: made or used if asked)."""
     trial = Trial.from_dict(payload["trial"])
     device = torch.device(payload.get("device", "cpu"))
     row: dict[str, Any] = {"status": "running", "error": None, "started_at": datetime.now(UTC).isoformat(),
@@ -64,14 +63,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         wb = _workbench(trial, device, mark, row)
         row["setup_s"] = time.time() - started
         row.update(megacache.load(load_megacache))
-        if aoti_build is not None:
-            aoti.build(wb, row, aoti_build)
-            mark("compiled")
-        else:
-            measure(wb, row, emit, warm, mark, payload.get("steady_step_s"),
-                    aoti.loader(aoti_load, row) if aoti_load is not None else None)
-        if aoti_load is not None:
-            aoti.finish_row(row, payload.get("aoti_build", {}), wb.batch.items)
+        _measure_or_build(wb, row, emit, warm, mark, payload, aoti_build, aoti_load)
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         row.update(megacache.save(save_megacache))
@@ -80,11 +72,24 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     except TrialFailed as f:
         row.update(status=f.status, error=f.error)
     except Exception as e:
-        failed = classify(e, "run")
-        row.update(status=failed.status, error=failed.error)
+        row.update(status=(failed := classify(e, "run")).status, error=failed.error)
     row.update(_shared_gpu_row(), finished_at=datetime.now(UTC).isoformat())
     emit(row)
     return row
+
+
+def _measure_or_build(wb, row: dict[str, Any], emit, warm: bool, mark: _Phases, payload: dict[str, Any],
+                      aoti_build: Path | None, aoti_load: Path | None) -> None:
+    """Measure the trial (a loaded AOTInductor package in place of a compile, with `aoti_load`), or
+    only build its package (`aoti_build`)."""
+    if aoti_build is not None:
+        aoti.build(wb, row, aoti_build)
+        mark("compiled")
+        return
+    measure(wb, row, emit, warm, mark, payload.get("steady_step_s"),
+            aoti.loader(aoti_load, row) if aoti_load is not None else None)
+    if aoti_load is not None:
+        aoti.finish_row(row, payload.get("aoti_build", {}), wb.batch.items)
 
 
 def _workbench(trial: Trial, device: torch.device, mark: _Phases, row: dict[str, Any]):
