@@ -28,7 +28,7 @@ METRICS = ("throughput_items_s", "speedup_vs_eager", "compile_s", "warm_compile_
            "peak_mem_compile_gib", "latency_p50_ms", "trial_wall_s")
 """Row columns reported to Tune as float metrics (NaN where the row has none), with status_code."""
 STATUS_CODES = {"ok": 0, "oom": 1, "compile_error": 2, "runtime_error": 3, "timeout": 4, "inaccurate": 5,
-                "crashed": 6}
+                "crashed": 6, "export_error": 7}
 _ASKS_PER_PROPOSAL = 16  # Optuna proposals refused (impossible or already proposed) before the nearest pick
 
 
