@@ -50,3 +50,18 @@ def test_a_crashed_load_is_listed_with_its_reason():
                         "error": "aoti load (fresh process): process killed by SIGSEGV"}])
     failed = knob_price.failed_aoti(df)
     assert failed["status"].tolist() == ["crashed"] and "SIGSEGV" in failed["error"].iloc[0]
+
+
+def test_the_report_shows_the_price_and_deployment_blocks():
+    from sweeper.report import knobs
+
+    df = pd.DataFrame([_row("default", 2.0, 1.9, 2.1, 13.0, warm_megacache_s=2.0, megacache_load_s=0.5),
+                       _row("cdt", 2.02, 1.95, 2.08, 30.0, inductor_options_json='{"coordinate_descent_tuning": true}'),
+                       _row("default", 2.1, 2.0, 2.2, 80.0, path="aoti", aoti_load_s=1.5, first_call_s=0.06,
+                            aoti_package_bytes=106e6),
+                       {**_BASE, "path": "aoti", "option_set": "cdt", "status": "crashed",
+                        "error": "aoti load (fresh process): process killed by SIGSEGV <x>"}])
+    ctx = frames.prepare(df)
+    price, deploy = knobs.price_block(ctx), knobs.deploy_block(ctx)
+    assert "coordinate_descent_tuning" in price and "a tie; cold compile +131%" in price
+    assert "AOTI load + first call s" in deploy and "SIGSEGV &lt;x&gt;" in deploy
