@@ -98,3 +98,24 @@ def test_a_compiled_trial_applies_and_records_its_merged_options():
     assert row["status"] == "ok", row["error"]
     assert json.loads(row["inductor_options_json"]) == {"triton.cudagraphs": True, "epilogue_fusion": False}
     assert row["graphs"] >= 1 and row["compile_s"] > 0
+
+
+def test_a_search_tells_option_sets_apart():
+    """Optuna proposes settings by their parameters: settings that differ only in their option set
+    are different settings, each proposed once."""
+    from sweeper.run import search
+
+    spec = parse_spec({"name": "x", "models": [{"name": "resnet18-tiny"}],
+                       "axes": {"mode": ["eager", "default"], "batch_size": [1, 2],
+                                "options": {"default": {}, "cdt": {"coordinate_descent_tuning": True},
+                                            "ne": {"epilogue_fusion": False}}},
+                       "search": {"algorithm": "optuna", "max_trials": 6}})
+    trials = expand(spec)[0]
+    searcher = search.make_search(spec.search, {t.trial_id: search.params_of(t.to_dict()) for t in trials}, {})
+    proposed = []
+    for i in range(len(trials)):
+        got = searcher.suggest(f"t{i}")
+        proposed.append(got["trial_id"])
+        searcher.on_trial_complete(f"t{i}", {"throughput_items_s": 1.0 + i, "compile_s": 1.0, "peak_mem_gib": 1.0,
+                                             "status_code": 0.0})
+    assert sorted(proposed) == sorted(t.trial_id for t in trials)
