@@ -119,3 +119,34 @@ def test_a_search_tells_option_sets_apart():
         searcher.on_trial_complete(f"t{i}", {"throughput_items_s": 1.0 + i, "compile_s": 1.0, "peak_mem_gib": 1.0,
                                              "status_code": 0.0})
     assert sorted(proposed) == sorted(t.trial_id for t in trials)
+
+
+def test_where_inductor_s_config_cannot_be_read_the_keys_pass_and_validate_says_so(tmp_path):
+    """A `torch` without inductor's config module first on the path: nothing to check the keys against."""
+    import subprocess
+    import sys
+
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text("")
+    code = ("from sweeper.spec.options import options_check_note; from sweeper.spec.schema import parse_spec; "
+            "parse_spec({'name': 'x', 'models': [{'name': 'resnet18-tiny'}], "
+            "'axes': {'options': {'a': {'no_such_knob': 1}}}}); print(options_check_note(True))")
+    out = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": f"{tmp_path}:{REPO}"}, capture_output=True,
+                         text=True, timeout=120, check=True)
+    assert out.stdout.strip() == ("axes.options: keys not checked (torch's inductor config is not importable "
+                                  "here); the measuring process refuses an unknown one")
+    assert options.options_check_note(True) is None  # here it is
+
+
+def test_the_measuring_process_refuses_a_key_its_torch_lacks(tmp_path):
+    """A trial made elsewhere (a spec read where torch is older or absent) with a key this torch lacks:
+    a compile_error row naming the key, not torch's list of every option."""
+    import dataclasses
+
+    from sweeper.measure import process
+
+    (trial,) = [t for t in expand(_spec({"cdt": {"coordinate_descent_tuning": True}}))[0] if t.mode != "eager"]
+    trial = dataclasses.replace(trial, options={"no_such_knob": 1})
+    row = process.run({"trial": trial.to_dict(), "device": "cpu"}, tmp_path / "row.json")
+    assert row["status"] == "compile_error"
+    assert row["error"].startswith("option set cdt: unknown inductor option 'no_such_knob'") and len(row["error"]) < 200

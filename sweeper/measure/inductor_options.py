@@ -19,6 +19,15 @@ AOTI_LEAVES_OUT = ("triton.cudagraphs",)
 """Mode options an AOTInductor package has no use for: it runs without CUDA graphs."""
 
 
+def unknown_keys(trial: Trial) -> list[str]:
+    """The set's keys this torch's inductor config does not have (torch.compile would refuse them
+    with the list of every option it knows)."""
+    import torch._inductor.config as config
+
+    known = config.get_config_copy()
+    return [k for k in trial.options if k not in known]
+
+
 def merged(trial: Trial) -> dict[str, Any]:
     """The mode's options with the trial's set over them (empty when the set is empty)."""
     if not trial.options:

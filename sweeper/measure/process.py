@@ -26,7 +26,7 @@ import torch
 from sweeper import envinfo
 from sweeper.measure import SPAWN_TIME_ENV, aoti, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
-from sweeper.measure.inductor_options import options_row
+from sweeper.measure.inductor_options import options_row, unknown_keys
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.regions import plan_regions, scope_row
 from sweeper.measure.workbench import build_workbench
@@ -95,6 +95,10 @@ def _measure_or_build(wb, row: dict[str, Any], emit, warm: bool, mark: _Phases, 
 def _workbench(trial: Trial, device: torch.device, mark: _Phases, row: dict[str, Any]):
     """The trial's workbench, with the blocks a regional trial compiles planned and put in the row
     (a regional trial whose model has no block that qualifies fails here, before anything is timed)."""
+    unknown = unknown_keys(trial)
+    if unknown:
+        raise TrialFailed("compile_error", f"option set {trial.option_set}: unknown inductor option {unknown[0]!r} "
+                          f"(not in this torch's torch._inductor.config, {torch.__version__})")
     wb = build_workbench(trial, device, mark)
     regions = plan_regions(trial, wb.model)
     row.update(scope_row(trial, wb.model, regions))
