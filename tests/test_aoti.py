@@ -5,26 +5,39 @@ keeps the build's figures."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
-from conftest import REPO, tiny_spec
+from conftest import REPO, run_cli, tiny_spec
 
 from sweeper.run import isolate
+from sweeper.run.state import SweepState
 from sweeper.spec.schema import parse_spec
 from sweeper.spec.trials import expand
 
 _TENSOR = {"kind": "tensor", "shape": [8]}
 
 
-def _run(factory: str, **axes) -> dict:
-    spec = parse_spec(tiny_spec(models=[{"name": "m", "factory": factory, "input": _TENSOR}],
-                                axes={"mode": ["default"], "path": ["aoti"], "batch_size": [4], **axes},
+def _spec(factory: str):
+    return parse_spec(tiny_spec(models=[{"name": "m", "factory": factory, "input": _TENSOR}],
+                                axes={"mode": ["default"], "path": ["aoti"], "batch_size": [4]},
                                 measure={"backend": "inductor"}))
-    (trial,) = expand(spec)[0]
+
+
+def _run(factory: str, keep_package: bool = False) -> dict:
+    (trial,) = expand(_spec(factory))[0]
     row = isolate.run_trial({"trial": trial.to_dict(), "device": "cpu", "process_start": "subprocess",
                              "import_path": [str(REPO), str(REPO / "tests")]}, max_retries=0)
-    row.pop("_aoti_b64", None)
+    if not keep_package:
+        row.pop("_aoti_b64", None)
     return row
+
+
+@pytest.fixture(scope="module")
+def ok_row() -> dict:
+    """One real AOTInductor build of a tiny linear model (tens of seconds on 2 cores), shared."""
+    return _run("faulty_models:make_ok", keep_package=True)
 
 
 def test_aoti_combinations_that_cannot_run_are_dropped_with_a_reason():
@@ -42,9 +55,8 @@ def test_aoti_combinations_that_cannot_run_are_dropped_with_a_reason():
 
 
 @pytest.mark.slow
-def test_an_aoti_trial_builds_loads_in_a_fresh_process_and_is_measured():
-    """One real AOTInductor build of a tiny linear model (tens of seconds on 2 cores)."""
-    row = _run("faulty_models:make_ok")
+def test_an_aoti_trial_builds_loads_in_a_fresh_process_and_is_measured(ok_row):
+    row = ok_row
     assert row["status"] == "ok", row["error"]
     assert row["aoti_export_s"] > 0 and row["aoti_package_s"] > 0 and row["aoti_package_bytes"] > 0
     assert row["compile_s"] == pytest.approx(row["aoti_export_s"] + row["aoti_package_s"])
@@ -52,6 +64,23 @@ def test_an_aoti_trial_builds_loads_in_a_fresh_process_and_is_measured():
     assert row["throughput_items_s"] > 0 and row["eager_throughput_items_s"] > 0 and row["speedup_ci_low"] > 0
     assert row["accuracy_ok"] and row["compiled_err_vs_fp64"] is not None and row["peak_mem_gib"] > 0
     assert json.loads(row["inductor_options_json"]) == {}
+
+
+@pytest.mark.slow
+def test_the_kept_package_is_exported_and_loads_in_a_fresh_process(ok_row, tmp_path):
+    spec = _spec("faulty_models:make_ok")
+    (trial,) = expand(spec)[0]
+    state = SweepState.open(spec, tmp_path / "results", resume=False)
+    state.add(trial, dict(ok_row))
+    kept = tmp_path / "results" / "aoti" / f"{trial.trial_id}.pt2"
+    assert kept.stat().st_size == ok_row["aoti_package_bytes"]
+    assert run_cli(["export", str(tmp_path / "results"), "--model", "m", "--trial", trial.trial_id,
+                    "-o", str(tmp_path / "export")]) == 0
+    code = "import torch, load_package; print(tuple(load_package.load_model()(torch.randn(4, 8)).shape))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path / "export", capture_output=True, text=True,
+                         timeout=300, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "(4, 8)"
+    assert json.loads((tmp_path / "export" / "versions.json").read_text())["batch_size"] == 4
 
 
 @pytest.mark.slow

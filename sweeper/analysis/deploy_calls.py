@@ -31,10 +31,11 @@ def with_options(call: str, row: Any) -> str:
     options = applied_options(row)
     if row.get("path") == "aoti":
         configs = f", inductor_configs={_literal(options)}" if options else ""
-        return ("ep = torch.export.export(model, args); "
-                f"torch._inductor.aoti_compile_and_package(ep, package_path='model.pt2'{configs}); "
+        load = ("torch._inductor.aoti_load_package('model.pt2')" if row.get("device_type") == "cpu" else
                 "after CUDA is up in the serving process: "
                 "torch._inductor.aoti_load_package('model.pt2', device_index=torch.cuda.current_device())")
+        return ("ep = torch.export.export(model, args); "
+                f"torch._inductor.aoti_compile_and_package(ep, package_path='model.pt2'{configs}); {load}")
     if not options or 'mode="' not in call:
         return call
     head, _, rest = call.partition('mode="')

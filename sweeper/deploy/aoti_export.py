@@ -47,7 +47,7 @@ def write(package: Path, row: dict[str, Any], out_dir: Path, why: str, built_for
     versions = {"built_for": built_for, "trial_id": row["trial_id"],
                 "inductor_configs": row.get("inductor_options_json"),
                 "package": {"file": PACKAGE_NAME, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()},
-                "batch_size": row.get("batch_size"), "seq_len": row.get("seq_len")}
+                **{k: None if frames.is_missing(row.get(k)) else int(row[k]) for k in ("batch_size", "seq_len")}}
     readme = (f"# {row['model']}: AOTInductor package (trial {row['trial_id']})\n\n{frames.setting_label(row)}: "
               f"{why}.\n\n```python\nfrom {MODULE_NAME} import load_model\nmodel = load_model()\n"
               "out = model(*inputs)  # the shapes and dtypes of the measured batch\n```\n\nMeasured: load "
