@@ -59,6 +59,7 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
     out["mode"] = out["mode"].fillna(EAGER)
     out["scope"] = out["scope"].fillna("whole")  # rows from before the setting compiled the whole model
     out["path"] = out["path"].fillna("jit")  # and were compiled by torch.compile
+    out = out.copy()  # one block per dtype before the derived columns go in
     out["model"] = out["model"].fillna("(unnamed model)")
     out["status"] = out["status"].fillna("unknown")
     out["is_eager"] = out["mode"].eq(EAGER)
