@@ -15,6 +15,8 @@ out=${1:?usage: run_h200.sh OUT_DIR STAGE...}
 shift
 mkdir -p "$out"
 here=experiments/knobs
+models=${KNOBS_MODELS:-resnet50 vit_b_16 gpt2}  # another list (and spec): a dry run
+export_model=${models%% *}
 resumable() {  # NAME SPEC
   [ -e "$out/$1.done" ] && { echo "$1 already done"; return; }
   local t0=$(date +%s) code
@@ -27,7 +29,7 @@ resumable() {  # NAME SPEC
 tables() {
   python3 -m sweeper prices "$out/knobs" "$out/aoti" >"$out/prices.txt" 2>&1
   python3 -m sweeper prices "$out/knobs" "$out/aoti" --json >"$out/prices.json" 2>>"$out/prices.txt"
-  for m in resnet50 vit_b_16 gpt2; do
+  for m in $models; do
     python3 -m sweeper recommend "$out/knobs" "$out/aoti" --model "$m" >"$out/recommend-$m.txt" 2>&1
     python3 -m sweeper recommend "$out/knobs" "$out/aoti" --model "$m" --iterations 1000 \
       >"$out/recommend-$m-1000.txt" 2>&1
@@ -36,10 +38,11 @@ tables() {
   done
   python3 -m sweeper report "$out/knobs" "$out/aoti" -o "$out/report.html" --title "inductor knobs and AOTI on H200"
   trial=$(python3 -c 'import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]);
-d = d[(d["path"] == "aoti") & (d["status"] == "ok") & (d["model"] == "resnet50")]
-print(d.sort_values("throughput_items_s").iloc[-1]["trial_id"] if len(d) else "")' "$out/aoti/results.parquet")
-  [ -n "$trial" ] && python3 -m sweeper export "$out/aoti" --model resnet50 --trial "$trial" -o "$out/export-aoti" \
-    >"$out/export.txt" 2>&1
+d = d[(d["path"] == "aoti") & (d["status"] == "ok") & (d["model"] == sys.argv[2])]
+print(d.sort_values("throughput_items_s").iloc[-1]["trial_id"] if len(d) else "")' "$out/aoti/results.parquet" \
+    "$export_model")
+  [ -n "$trial" ] && python3 -m sweeper export "$out/aoti" --model "$export_model" --trial "$trial" \
+    -o "$out/export-aoti" >"$out/export.txt" 2>&1
 }
 { nproc; nvidia-smi -L 2>/dev/null; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } >"$out/host.txt"
 for stage in "$@"; do
