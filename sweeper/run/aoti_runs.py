@@ -22,6 +22,7 @@ TRAVEL_LIMIT_BYTES = 128 * 2**20
 """Larger packages are measured but not kept."""
 DIRECTORY = "aoti"
 BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s")
+"""The build's figures (measure.aoti.BUILD_COLUMNS, named here so the worker need not import torch)."""
 
 
 def is_aoti(trial: dict[str, Any]) -> bool:

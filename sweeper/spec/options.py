@@ -93,8 +93,3 @@ def options_check_note(spec_has_options: bool) -> str | None:
         return ("axes.options: keys not checked (torch's inductor config is not importable here); "
                 "the measuring process refuses an unknown one")
     return None
-
-
-def paste_options(options: dict[str, Any]) -> str:
-    """A set as the text of a Python dict literal, for the paste-able torch.compile line."""
-    return "{" + ", ".join(f"{k!r}: {v!r}" for k, v in sorted(options.items())) + "}"

@@ -162,6 +162,8 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
                 a.scope, list(a.options or [None]), a.path):
             if mode == "eager":  # no compile: one eager trial per setting
                 dynamic, scope, option_set, path = None, "whole", None, "jit"
+            elif path == "aoti" and dynamic is None:  # an export is of fixed shapes: one aoti trial
+                dynamic = False
             yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
                    "phase": phase, "precision": precision, "workload": load, "scope": scope,
                    "option_set": option_set, "path": path,
