@@ -8,12 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis import deploy_calls
 from sweeper.analysis.drift import self_check
 from sweeper.results.schema import EAGER
 from sweeper.results.store import with_all_columns
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
-               "workload", "bucketing", "mark_dynamic", "scope", "new_tokens", "cache"]
+               "workload", "bucketing", "mark_dynamic", "scope", "new_tokens", "cache", "option_set", "path"]
 """Columns that identify one measured setting across sweeps (used to match base and new runs)."""
 
 CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
@@ -36,12 +37,12 @@ _NUMERIC = [
     "slow_windows_pct", "matched_pairs", "speedup_slow", "throughput_slow_items_s", "eager_throughput_slow_items_s",
     "speedup_all_windows", "host_wait_s", "new_tokens", "ttft_ms", "eager_ttft_ms", "decode_tokens_per_s",
     "eager_decode_tokens_per_s", "decode_token_p50_ms", "generate_s", "eager_generate_s", "decode_speedup_vs_eager",
-    "tokens_match_rate",
+    "tokens_match_rate", "aoti_export_s", "aoti_package_s", "aoti_package_bytes", "aoti_load_s",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
          "region_classes", "block_choice", "megacache_file", "host_state", "cache",
-         "generate_compile_path"]
+         "generate_compile_path", "option_set", "path", "inductor_options_json", "aoti_package_file"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:
@@ -59,6 +60,8 @@ def prepare(df: pd.DataFrame) -> pd.DataFrame:
         out[name] = out[name].astype("object").where(out[name].notna(), None)
     out["mode"] = out["mode"].fillna(EAGER)
     out["scope"] = out["scope"].fillna("whole")  # rows from before the setting compiled the whole model
+    out["path"] = out["path"].fillna("jit")  # and were compiled by torch.compile
+    out = out.copy()  # one block per dtype before the derived columns go in
     out["model"] = out["model"].fillna("(unnamed model)")
     out["status"] = out["status"].fillna("unknown")
     out["is_eager"] = out["mode"].eq(EAGER)
@@ -155,6 +158,8 @@ def advice(row: pd.Series | dict) -> str:
     if _marks_dynamic(row):
         steps.append("torch._dynamo.mark_dynamic(input, 1) on each input")
     steps.append(compile_call(row.get("mode"), row.get("dynamic_label", "None"), row.get("backend")))
+    if row.get("mode") != EAGER:
+        steps[-1] = deploy_calls.with_options(steps[-1], row)
     if row.get("scope") == "regional" and steps[-1].startswith(_WHOLE_CALL):
         blocks = row.get("region_classes")
         blocks = " / ".join(str(blocks).split(",")) if not is_missing(blocks) else "repeated block"
@@ -182,6 +187,8 @@ def compile_cost_s(row: pd.Series | dict, warm_start: bool = False) -> float:
     `warm_start` (the deployment ships the trial's Mega-Cache artifact), a fixed-shape setting
     costs its warm start from the artifact where measured: loading it plus the first call."""
     warm = row.get("warm_megacache_s")
+    if warm_start and row.get("path") == "aoti" and not is_missing(row.get("aoti_load_s")):
+        return deploy_calls.aoti_start_s(row)
     if warm_start and not is_stream(row) and not is_missing(warm):
         load = row.get("megacache_load_s")
         return float(warm) + (0.0 if is_missing(load) else float(load))
@@ -206,6 +213,7 @@ def setting_label(row: pd.Series | dict) -> str:
             parts.append("mark_dynamic")
         if row.get("scope") == "regional":
             parts.append("regional")
+        parts += deploy_calls.label_parts(row)
     policy = _bucketing(row)
     if policy:
         parts.append(f"bucketing {policy}")

@@ -20,6 +20,9 @@ def summary_table(rows: list[dict[str, Any]]) -> str:
     columns = dict(SUMMARY_COLUMNS)
     if any(r.get("workload") for r in rows):  # stream trials differ by workload and bucketing
         columns = {**{k: v for k, v in columns.items() if k != "seq_len"}, **STREAM_COLUMNS}
+    if any(r.get("option_set") or r.get("path") == "aoti" for r in rows):  # settings differ by set and path
+        columns = {**{k: v for k, v in columns.items() if k != "status"}, "option_set": "options", "path": "path",
+                   "status": "status"}
     df = pd.DataFrame(rows).reindex(columns=list(columns)).rename(columns=columns)
     df = df.sort_values(["model", "phase", "prec", "bs", "mode"], kind="stable")
     return df.to_string(index=False, float_format=lambda x: f"{x:.3g}", na_rep="-")

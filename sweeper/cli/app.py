@@ -14,9 +14,11 @@ from sweeper.api.run import RunOptions, SweepInterrupted, SweepUnwritable, expan
 from sweeper.cli import stopped
 from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError
+from sweeper.spec.options import options_check_note
 from sweeper.spec.sweep_spec import load_spec
 
 log = logging.getLogger("sweeper")
+
 USER_ERRORS = (SweeperError,)
 """Every one-line error (spec, results directory, results files, recommend, export): exit code 2."""
 
@@ -25,6 +27,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     trials, dropped = expand_trials(spec, args.spec)
     print(f"{args.spec}: valid; {len(trials)} trials over {len(spec.models)} models")
+    note = options_check_note(spec.axes.options is not None)
+    if note:
+        print(f"  note: {note}")
     for d in dropped:
         print(f"  dropped {d.config}: {d.reason}")
     return 0
@@ -126,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     from sweeper.cli import calibrate_cmd
 
     calibrate_cmd.register(sub, common)
+    from sweeper.cli import knobs_cmd
+
+    knobs_cmd.register(sub, common)
     return ap
 
 

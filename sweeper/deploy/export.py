@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import SweeperError
-from sweeper.analysis import frames, ranking
+from sweeper.analysis import deploy_calls, frames, ranking
 from sweeper.analysis.frames import fmt_num
 from sweeper.analysis.recommend import Limits, recommend_all
-from sweeper.deploy import readme, template
+from sweeper.deploy import aoti_export, readme, template
 from sweeper.results.files import atomic_write_bytes
 from sweeper.results.store import find_result_files, read_results, results_home
 
@@ -56,6 +56,10 @@ def export(paths: list[str], model: str, out_dir: Path, limits: Limits = NO_LIMI
     row = frames.prepare(chosen).iloc[-1].to_dict()
     if row["is_eager"] or row["status"] != "ok":
         raise ExportError(f"trial {trial_id} is {'eager' if row['is_eager'] else row['status']}: nothing to export")
+    if row.get("path") == "aoti":
+        files = aoti_export.write(_artifact(paths, row, "aoti_package_file"), row, out_dir, why,
+                                  {k: row.get(k) for k in VERSION_KEYS})
+        return Exported(out_dir, files, row, (out_dir / aoti_export.PACKAGE_NAME).stat().st_size)
     artifact = _artifact(paths, row)
     data = artifact.read_bytes()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -85,10 +89,11 @@ def _recommended(df: Any, model: str, limits: Limits, filters: dict[str, Any]) -
                                f"items/s, {rec.verdict}; {rec.workload_note})")
 
 
-def _artifact(paths: list[str], row: dict[str, Any]) -> Path:
-    name = row.get("megacache_file")
+def _artifact(paths: list[str], row: dict[str, Any], column: str = "megacache_file") -> Path:
+    name = row.get(column)
+    what = "AOTInductor package" if column == "aoti_package_file" else "Mega-Cache artifact"
     if frames.is_missing(name):
-        raise ExportError(f"trial {row['trial_id']} ({frames.setting_label(row)}) kept no Mega-Cache artifact "
+        raise ExportError(f"trial {row['trial_id']} ({frames.setting_label(row)}) kept no {what} "
                           "(measured before artifacts were kept, or over the travel limit)")
     for results_file in find_result_files(paths):
         found = results_home(results_file) / str(name)
@@ -105,6 +110,9 @@ def compile_kwargs(row: dict[str, Any]) -> dict[str, Any]:
     backend = row.get("backend")
     if isinstance(backend, str) and backend != "inductor":
         kwargs = {"backend": backend, "dynamic": kwargs["dynamic"]}
+    options = deploy_calls.applied_options(row)
+    if options:  # the mode's options merged under the set: torch.compile takes one or the other
+        kwargs = {"dynamic": kwargs["dynamic"], "options": options}
     return kwargs
 
 

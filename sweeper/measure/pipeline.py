@@ -18,6 +18,7 @@ import torch
 from sweeper.measure import gpu_lock, gpu_util, matching, witness
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
+from sweeper.measure.inductor_options import compile_kwargs
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compile_marker
 from sweeper.measure.regions import compile_scope
@@ -35,8 +36,7 @@ class TrialFailed(Exception):
 
 
 def describe(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip()
-    return text if len(text) <= 4000 else text[:4000] + " [...]"
+    return text if len(text := f"{type(exc).__name__}: {exc}".strip()) <= 4000 else text[:4000] + " [...]"
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -57,6 +57,7 @@ def classify(exc: BaseException, stage: str) -> TrialFailed:
 
 
 Feed = FixedBatch | BatchStream
+Compiler = Callable[[Workbench], torch.nn.Module]  # makes the compiled module: compile_model, or measure.aoti's
 
 
 @dataclass
@@ -70,6 +71,7 @@ class Context:
     need: DeviceNeed
     busy: BusyWindows
     gpu: gpu_util.Sampler | None = None
+    compiler: Compiler | None = None
 
     def tracker(self) -> MemoryTracker:
         return MemoryTracker(self.wb.device, self.need)
@@ -151,7 +153,7 @@ def compile_model(wb: Workbench) -> torch.nn.Module:
         torch._dynamo.config.recompile_limit = m.recompile_limit
     kwargs: dict[str, Any] = {"backend": m.backend, "dynamic": t.dynamic}
     if m.backend == "inductor":
-        kwargs["mode"] = t.mode
+        kwargs.update(compile_kwargs(t))
     return compile_scope(wb.model, t.scope, wb.blocks, kwargs)
 
 
@@ -193,7 +195,7 @@ def measure_compiled(ctx: Context, eager: WindowStats) -> None:
     if wb.device.type == "cuda":
         torch.cuda.empty_cache()
     mem.reset()
-    compiled = compile_model(wb)
+    compiled = (ctx.compiler or compile_model)(wb)
     health = Health()
     try:
         with watch_compiles() as health:
@@ -269,26 +271,25 @@ def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None
 
 
 def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]], None], warm: bool,
-            mark: Callable[[str], None], steady_step_s: float | None = None) -> None:
-    """Measure the workbench's trial into `row`; raises TrialFailed on failure. `mark` is told when
-    the references (and stream) are ready, and when the "eager" and "compiled" parts end. A warm
-    run subtracts `steady_step_s` (the cold process's steady step) from its first call, if given."""
+            mark: Callable[[str], None], steady_step_s: float | None = None, compiler: Compiler | None = None) -> None:
+    """Measure the workbench's trial into `row`; raises TrialFailed on failure. `mark` is told when the references
+    (and stream) are ready, and when the "eager" and "compiled" parts end. A warm run subtracts `steady_step_s`
+    (the cold process's steady step) from its first call, if given; `compiler` replaces `compile_model`."""
+    need = DeviceNeed(wb.device)
     if warm:
         if wb.trial.workload is not None:
             BatchStream(wb)  # feeds the stream's first batch
-        need = DeviceNeed(wb.device)
         measure_warm(wb, row, steady_step_s)
         row["compiled_need_reserved_gib"] = need.as_row()["mem_need_reserved_gib"]  # the compiled setting alone
         mark("compiled")
         return
-    need = DeviceNeed(wb.device)
     with need.excluded():  # the references' float64 copies are the check's memory, not the setting's
         feed = make_feed(wb)
     if isinstance(feed, BatchStream):
         row.update(feed.stream_row())
     mark("reference")
     with gpu_util.sampling(wb.device, wb.trial.measure.gpu_util) as gpu:
-        ctx = Context(wb, feed, row, emit, need, BusyWindows(), gpu)
+        ctx = Context(wb, feed, row, emit, need, BusyWindows(), gpu, compiler)
         eager = measure_eager(ctx)
         mark("eager")
         emit(row)

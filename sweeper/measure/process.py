@@ -24,8 +24,9 @@ import psutil
 import torch
 
 from sweeper import envinfo
-from sweeper.measure import SPAWN_TIME_ENV, generate, gpu_lock, megacache
+from sweeper.measure import SPAWN_TIME_ENV, aoti, generate, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
+from sweeper.measure.inductor_options import options_row, unknown_keys
 from sweeper.measure.pipeline import TrialFailed, classify, measure
 from sweeper.measure.regions import plan_regions, scope_row
 from sweeper.measure.workbench import build_workbench
@@ -38,12 +39,13 @@ _MEASURES = {"generate": generate.measure}
 """Phases measured by a module of their own; the others by `sweeper.measure.pipeline`."""
 
 def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: Path | None = None,
-        load_megacache: Path | None = None) -> dict[str, Any]:
-    """Measure the payload's trial into a row, loading and saving a Mega-Cache artifact if asked."""
+        load_megacache: Path | None = None, aoti_build: Path | None = None,
+        aoti_load: Path | None = None) -> dict[str, Any]:
+    """Measure the payload's trial into a row (a Mega-Cache artifact, an aoti package: made or used if asked)."""
     trial = Trial.from_dict(payload["trial"])
     device = torch.device(payload.get("device", "cpu"))
     row: dict[str, Any] = {"status": "running", "error": None, "started_at": datetime.now(UTC).isoformat(),
-                           "matmul_precision": trial.measure.matmul_precision, **_cpus()}
+                           "matmul_precision": trial.measure.matmul_precision, **_cpus(), **options_row(trial)}
     if trial.workload is not None:
         row.update(trial.stream_columns())  # written first, so even a crashed row has them
 
@@ -63,7 +65,10 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         wb = _workbench(trial, device, mark, row)
         row["setup_s"] = time.time() - started
         row.update(megacache.load(load_megacache))
-        _MEASURES.get(trial.phase, measure)(wb, row, emit, warm, mark, payload.get("steady_step_s"))
+        if trial.phase in _MEASURES:
+            _MEASURES[trial.phase](wb, row, emit, warm, mark, payload.get("steady_step_s"))
+        else:
+            _measure_or_build(wb, row, emit, warm, mark, payload, aoti_build, aoti_load)
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         row.update(megacache.save(save_megacache))
@@ -72,16 +77,33 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
     except TrialFailed as f:
         row.update(status=f.status, error=f.error)
     except Exception as e:
-        failed = classify(e, "run")
-        row.update(status=failed.status, error=failed.error)
+        row.update(status=(failed := classify(e, "run")).status, error=failed.error)
     row.update(_shared_gpu_row(), finished_at=datetime.now(UTC).isoformat())
     emit(row)
     return row
 
 
+def _measure_or_build(wb, row: dict[str, Any], emit, warm: bool, mark: _Phases, payload: dict[str, Any],
+                      aoti_build: Path | None, aoti_load: Path | None) -> None:
+    """Measure the trial (a loaded AOTInductor package in place of a compile, with `aoti_load`), or
+    only build its package (`aoti_build`)."""
+    if aoti_build is not None:
+        aoti.build(wb, row, aoti_build)
+        mark("compiled")
+        return
+    measure(wb, row, emit, warm, mark, payload.get("steady_step_s"),
+            aoti.loader(aoti_load, row) if aoti_load is not None else None)
+    if aoti_load is not None:
+        aoti.finish_row(row, payload.get("aoti_build", {}), wb.batch.items)
+
+
 def _workbench(trial: Trial, device: torch.device, mark: _Phases, row: dict[str, Any]):
     """The trial's workbench, with the blocks a regional trial compiles planned and put in the row
     (a regional trial whose model has no block that qualifies fails here, before anything is timed)."""
+    unknown = unknown_keys(trial)
+    if unknown:
+        raise TrialFailed("compile_error", f"option set {trial.option_set}: unknown inductor option {unknown[0]!r} "
+                          f"(not in this torch's torch._inductor.config, {torch.__version__})")
     wb = build_workbench(trial, device, mark)
     regions = plan_regions(trial, wb.model)
     row.update(scope_row(trial, wb.model, regions))
@@ -141,12 +163,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warm", action="store_true", help="measure warm compile only")
     ap.add_argument("--save-megacache", type=Path, help="write the compiled trial's Mega-Cache artifact here")
     ap.add_argument("--load-megacache", type=Path, help="load this Mega-Cache artifact before compiling")
+    ap.add_argument("--aoti-build", type=Path, help="path aoti: export and package the model here, measure nothing")
+    ap.add_argument("--aoti-load", type=Path, help="path aoti: load this package and measure it against eager")
     args = ap.parse_args(argv)
     logging.basicConfig(level=os.environ.get("SWEEPER_LOG", "WARNING"), stream=sys.stderr)
     payload = json.loads(Path(args.trial).read_text())
     with contextlib.suppress(KeyboardInterrupt):
         row = run(payload, Path(args.out), warm=args.warm, save_megacache=args.save_megacache,
-                  load_megacache=args.load_megacache)
+                  load_megacache=args.load_megacache, aoti_build=args.aoti_build, aoti_load=args.aoti_load)
         log.info("trial %s: %s", payload["trial"]["trial_id"], row["status"])
     return 0
 

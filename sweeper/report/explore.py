@@ -102,6 +102,10 @@ def parcoords(ctx: pd.DataFrame, title: str) -> Figure | None:
         if col in d.columns and d[col].notna().any():
             vals = d[col].fillna("none").astype(str)
             dims.append(_category(col, vals, sorted(vals.unique())))
+    for col in ("option_set", "path"):  # where the context measured more than one
+        vals = d[col].fillna("-").astype(str) if col in d.columns else pd.Series(dtype=str)
+        if vals.nunique() > 1:
+            dims.append(_category(col.replace("_", " "), vals, sorted(vals.unique())))
     dims += [_numeric("items/s", d["throughput_items_s"]), _numeric("speedup ×", d["speedup_vs_eager"]),
              _numeric("compile s", d["compile_cost_s"]), _numeric("peak GiB (run)", d["run_peak_mem_gib"])]
     colour, scale = ratio_colour(d["speedup_vs_eager"].fillna(1.0).astype(float).tolist())

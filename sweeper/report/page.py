@@ -24,6 +24,7 @@ from sweeper.analysis.pareto import pareto_front
 from sweeper.analysis.recommend import recommend_context
 from sweeper.report import assets, explore, tables
 from sweeper.report import figures as figs
+from sweeper.report.knobs import deploy_block, price_block
 from sweeper.report.scope import scope_block
 from sweeper.report.stream_block import stream_block
 from sweeper.report.tables import html_text
@@ -275,7 +276,8 @@ def _context_block(s: pd.Series, ctx: pd.DataFrame, page: _Page) -> str:
                        + tables.failed_table(failed) + "</details>")
     return (f'<div class="ctx" data-ctx="{s["ctx_id"]}">' + head + scatter + coords
             + f'<div class="grid2"><div>{heat}</div><div>{bars}</div></div>' + front_html + failed_html
-            + stream_block(ctx, page.plot) + scope_block(ctx, page.plot) + "</div>")
+            + stream_block(ctx, page.plot) + scope_block(ctx, page.plot) + price_block(ctx)
+            + deploy_block(ctx) + "</div>")
 
 
 def _count(n: int, noun: str) -> str:

@@ -22,6 +22,7 @@ from typing import Any
 
 from sweeper.results import traces
 from sweeper.results.files import atomic_write_bytes
+from sweeper.run import aoti_runs
 
 log = logging.getLogger(__name__)
 ARTIFACT = "megacache.bin"
@@ -33,7 +34,7 @@ DIRECTORY = "megacache"
 
 def save_args(trial: dict[str, Any], workdir: Path) -> tuple[str, ...]:
     """The cold process's arguments that make a compiled trial save its artifact."""
-    return () if trial["mode"] == "eager" else ("--save-megacache", str(workdir / ARTIFACT))
+    return () if trial["mode"] == "eager" or aoti_runs.is_aoti(trial) else ("--save-megacache", str(workdir / ARTIFACT))
 
 
 def warm_start(run_process: Callable[..., dict[str, Any]], payload: dict[str, Any], workdir: Path, left_s: float,
@@ -89,6 +90,7 @@ def send(row: dict[str, Any], trial_id: str, write: Callable[[str, bytes], int])
         relative = f"{DIRECTORY}/{trial_id}.bin"
         write(relative, base64.b64decode(encoded))
         row["megacache_file"] = relative
+    aoti_runs.send(row, trial_id, write)
     packed = row.pop(traces.PACKED_KEY, None)
     if packed:
         row["trace_bytes"] = write(_trace_file(trial_id), base64.b64decode(packed))

@@ -29,7 +29,7 @@ import sweeper
 from sweeper.measure import SPAWN_TIME_ENV
 from sweeper.measure.forkserver import NEEDS_CUDA_ENV
 from sweeper.results import traces
-from sweeper.run import artifacts, forkserver_client
+from sweeper.run import aoti_runs, artifacts, forkserver_client
 from sweeper.run.cpus import cpu_slot
 
 if TYPE_CHECKING:
@@ -241,9 +241,10 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
     try:
         for attempt in range(1, max_retries + 2):
             shutil.rmtree(workdir / "cache", ignore_errors=True)  # every attempt compiles cold
-            row = run_process(payload, workdir, workdir / "cache", timeout_s, cpus=cpus,
-                              extra=artifacts.save_args(trial, workdir))
-            if row["status"] not in RETRIED_STATUSES:
+            row = (aoti_runs.run(run_process, payload, workdir, timeout_s, cpus) if aoti_runs.is_aoti(trial) else
+                   run_process(payload, workdir, workdir / "cache", timeout_s, cpus=cpus,
+                               extra=artifacts.save_args(trial, workdir)))
+            if row["status"] not in RETRIED_STATUSES or not row.pop("_retry", True):
                 break
             log.warning("trial %s crashed (attempt %d): %s", trial["trial_id"], attempt, row["error"])
         row["attempts"] = attempt
@@ -251,7 +252,8 @@ def _run_pinned(payload: dict[str, Any], max_retries: int, cpus: list[int] | Non
         if packed and trial["mode"] != "eager":
             row[traces.PACKED_KEY] = packed
         processes = {"cold_process": row.pop("_process_s")}
-        if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"]:
+        if row["status"] == "ok" and trial["mode"] != "eager" and trial["measure"]["warm_compile"] \
+                and not aoti_runs.is_aoti(trial):  # a package is its own warm start
             processes.update(_warm_processes(payload, workdir, row, t0 + timeout_s, cpus))
         artifacts.attach(row, workdir)
     finally:

@@ -22,13 +22,13 @@ from sweeper.results.schema import EAGER
 from sweeper.spec.search_spec import SearchSpec
 
 PARAMS = ("model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "workload",
-          "bucketing", "mark_dynamic")
+          "bucketing", "mark_dynamic", "scope", "option_set", "path")
 """A trial's settings as Tune parameters; every value is a str, int or bool (TensorBoard HParams)."""
 METRICS = ("throughput_items_s", "speedup_vs_eager", "compile_s", "warm_compile_s", "peak_mem_gib",
            "peak_mem_compile_gib", "latency_p50_ms", "trial_wall_s")
 """Row columns reported to Tune as float metrics (NaN where the row has none), with status_code."""
 STATUS_CODES = {"ok": 0, "oom": 1, "compile_error": 2, "runtime_error": 3, "timeout": 4, "inaccurate": 5,
-                "crashed": 6}
+                "crashed": 6, "export_error": 7}
 _ASKS_PER_PROPOSAL = 16  # Optuna proposals refused (impossible or already proposed) before the nearest pick
 
 
@@ -40,7 +40,9 @@ def params_of(setting: Mapping[str, Any]) -> dict[str, str | int | bool]:
             "batch_size": int(setting["batch_size"]), "seq_len": int(setting.get("seq_len") or 0),
             "phase": setting["phase"], "precision": setting["precision"],
             "workload": (workload["name"] if isinstance(workload, Mapping) else workload) or "none",
-            "bucketing": setting.get("bucketing") or "none", "mark_dynamic": bool(setting.get("mark_dynamic"))}
+            "bucketing": setting.get("bucketing") or "none", "mark_dynamic": bool(setting.get("mark_dynamic")),
+            "scope": setting.get("scope") or "whole", "option_set": setting.get("option_set") or "none",
+            "path": setting.get("path") or "jit"}
 
 
 def metrics_of(row: Mapping[str, Any]) -> dict[str, float]:

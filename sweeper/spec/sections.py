@@ -12,7 +12,7 @@ from pydantic import Field, field_validator, model_validator
 
 from sweeper import zoo
 from sweeper.results.schema import MODES
-from sweeper.spec import bucketing
+from sweeper.spec import bucketing, options
 from sweeper.spec.base import PositiveInt, Strict
 
 Mode = Literal[MODES]  # type: ignore[valid-type]  # the values of the rows' mode column
@@ -20,6 +20,7 @@ Phase = Literal["infer", "train", "generate"]
 Cache = Literal["static", "dynamic"]
 Precision = Literal["fp32", "bf16"]
 Scope = Literal["whole", "regional"]
+Path = Literal["jit", "aoti"]
 
 FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -190,10 +191,31 @@ class Axes(Strict):
     """The KV cache of phase generate: static (preallocated, what transformers compiles the decode step
     with) or dynamic (grows each step)."""
 
+    options: dict[str, dict[str, Any]] | None = None
+    """Named inductor option sets (`torch.compile(options=...)`), e.g. `{default: {}, cdt:
+    {coordinate_descent_tuning: true}}`: every compiled trial runs under each set, its mode's own
+    options merged under it. The empty (or `default`) set is what the others are priced against."""
+    path: list[Path] = Field(default_factory=lambda: ["jit"])
+    """How the compiled model reaches its first call: jit (torch.compile at start-up) or aoti
+    (torch.export, AOTInductor package, loaded in a fresh process; inference, fixed shapes)."""
+
     _check = field_validator("mode", "dynamic", "batch_size", "seq_len", "phase", "precision",
-                             "bucketing", "mark_dynamic", "scope", "new_tokens", "cache")(
+                             "bucketing", "mark_dynamic", "scope", "new_tokens", "cache", "path")(
         classmethod(lambda cls, v: _no_dupes(v))
     )
+
+    @field_validator("options")
+    @classmethod
+    def _option_sets(cls, v: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]] | None:
+        if v is None:
+            return v
+        for name in v:
+            check_name(name, "option set")
+        seen = [json.dumps(o, sort_keys=True) for o in options.check_sets(v).values()]
+        for i, (name, text) in enumerate(zip(v, seen, strict=True)):
+            if seen.index(text) < i:
+                raise ValueError(f"{name}: same options as set {list(v)[seen.index(text)]!r}")
+        return v
 
     @field_validator("bucketing")
     @classmethod

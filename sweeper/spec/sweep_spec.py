@@ -100,8 +100,9 @@ class SweepSpec(Strict):
         found = self.model_dump(mode="json", exclude={"description", "results_dir", "search"})
         # settings added later enter only when set, so a sweep started before them still resumes
         found["models"] = [m.identity() for m in self.models]
-        if self.axes.scope == ["whole"]:
-            del found["axes"]["scope"]
+        for axis, default in (("scope", ["whole"]), ("options", None), ("path", ["jit"])):
+            if found["axes"][axis] == default:
+                del found["axes"][axis]
         if self.resources.trials_per_gpu == 1:
             del found["resources"]["trials_per_gpu"]
         return found

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from sweeper import zoo
 from sweeper.results.schema import CONFIG_COLUMNS
 from sweeper.spec import lengths
+from sweeper.spec.deploy_axes import applied_options, deploy_drop_reason, option_id_keys
 from sweeper.spec.sections import MeasureSpec, ModelSpec
 from sweeper.spec.sweep_spec import SpecError, SweepSpec
 
@@ -63,6 +64,12 @@ class Trial:
     """Phase generate: tokens decoded after the prompt (None for the other phases)."""
     cache: str | None = None
     """Phase generate: the KV cache, static or dynamic (None for the other phases)."""
+    option_set: str | None = None
+    """The name of the spec's inductor option set this trial applies (None: the spec names none)."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """That set's options; the measuring process merges its mode's own options under them."""
+    path: str = "jit"
+    """jit (torch.compile) or aoti (torch.export + AOTInductor package, loaded in a fresh process)."""
 
     @property
     def model_name(self) -> str:
@@ -73,6 +80,8 @@ class Trial:
         seq = f" seq{self.seq_len}" if self.seq_len else ""
         dyn = "" if self.mode == "eager" else f" dynamic={self.dynamic}"
         dyn += " regional" if self.scope == "regional" else ""
+        dyn += f" options={self.option_set}" if self.option_set is not None else ""
+        dyn += " aoti" if self.path == "aoti" else ""
         if self.workload is not None:
             mark = " mark_dynamic" if self.mark_dynamic else ""
             buck = f" bucketing={self.bucketing}" if self.workload.lengths is not None else ""
@@ -83,9 +92,10 @@ class Trial:
 
     def stream_columns(self) -> dict[str, Any]:
         """The settings beyond CONFIG_COLUMNS as row columns: the stream's (fixed-shape trials: no
-        workload, no bucketing) and the compile scope."""
+        workload, no bucketing), the compile scope, the option set and the path."""
         w = self.workload
         return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic, "scope": self.scope,
+                "option_set": self.option_set, "path": self.path,
                 "workload": w.name if w else None, "length_source": w.source if w else None,
                 "new_tokens": self.new_tokens, "cache": self.cache}
 
@@ -154,15 +164,18 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
     for load in loads:
         seq_lens = [None] if load else _seq_lens(model, task, spec)
         is_tokens = load is not None and task == "nlp"
-        for phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope, decode in itertools.product(
-                a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing, a.mark_dynamic,
-                a.scope, _decode_settings(spec)):
-            if mode == "eager":
-                dynamic, scope = None, "whole"  # no compile: one eager trial per setting
+        for (phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope, decode, option_set,
+             path) in itertools.product(a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing,
+                                        a.mark_dynamic, a.scope, _decode_settings(spec), list(a.options or [None]),
+                                        a.path):
+            if mode == "eager":  # no compile: one eager trial per setting
+                dynamic, scope, option_set, path = None, "whole", None, "jit"
+            elif path == "aoti" and dynamic is None:  # an export is of fixed shapes: one aoti trial
+                dynamic = False
             new_tokens, cache = decode if phase == "generate" else (None, None)
             yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
                    "phase": phase, "precision": precision, "workload": load, "scope": scope,
-                   "new_tokens": new_tokens, "cache": cache,
+                   "new_tokens": new_tokens, "cache": cache, "option_set": option_set, "path": path,
                    "bucketing": policy if is_tokens else "none",
                    "mark_dynamic": mark and load is not None and mode != "eager" and dynamic is not True}
 
@@ -184,12 +197,13 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
         for c in _grid(spec, model):
             stream = streams.get(c["workload"], c["batch_size"]) if c["workload"] else None
             reason = (_drop_reason(model, c["mode"], c["seq_len"], spec, c["scope"])
-                      or _stream_drop_reason(model, c, stream) or generate_drop_reason(model, c))
+                      or _stream_drop_reason(model, c, stream) or generate_drop_reason(model, c)
+                      or deploy_drop_reason(c, spec))
             config = {"model": mdict, **{k: c[k] for k in CONFIG_COLUMNS}, "measure": measure}
             if reason:
                 where = f" {c['phase']} stream {c['workload']}" if stream else ""
                 where = where or (f" seq{c['seq_len']}" if c["seq_len"] else "")
-                scope = " regional" if c["scope"] == "regional" else ""
+                scope = (" regional" if c["scope"] == "regional" else "") + (" aoti" if c["path"] == "aoti" else "")
                 dropped.append(Dropped(f"{model.name} {c['mode']}{scope} bs{c['batch_size']}{where}", reason))
                 continue
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
@@ -198,9 +212,11 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
                 config.update(new_tokens=c["new_tokens"], cache=c["cache"])
             if c["scope"] != "whole":  # likewise, whole-model trials keep their ids
                 config["scope"] = c["scope"]
+            config.update(option_id_keys(c, spec.axes.options))  # and trials without options theirs
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
-                                                          "workload": DrawnStream(**stream) if stream else None}))
+                                                          "workload": DrawnStream(**stream) if stream else None,
+                                                          **applied_options(c, spec.axes.options)}))
     return list(trials.values()), _dedupe(dropped)
 
 

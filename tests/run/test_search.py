@@ -56,7 +56,7 @@ def test_params_and_metrics_are_flat_and_typed():
     params = params_of(trial.to_dict())
     assert params == {"model": "bert-tiny", "mode": "default", "dynamic": "none", "batch_size": 2, "seq_len": 16,
                       "phase": "infer", "precision": "fp32", "workload": "none", "bucketing": "none",
-                      "mark_dynamic": False}
+                      "mark_dynamic": False, "scope": "whole", "option_set": "none", "path": "jit"}
     row = make_rows(1)[0]
     metrics = metrics_of({**row, "status": "oom", "compile_s": None})
     assert metrics["status_code"] == STATUS_CODES["oom"] and math.isnan(metrics["compile_s"])

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Inductor option sets and the AOTInductor path on an H200 host (issue 32's evidence):
+#   studies/knobs/run_h200.sh OUT_DIR STAGE...
+# STAGE:
+#   probe   the load-order probe first (minutes): one resnet50 bs64 package loaded in fresh
+#           processes in six orders (load_probe.py); OUT_DIR/probe/load_probe.jsonl says which crash.
+#   knobs   the 39-trial sweep of knobs.yaml on every GPU of the host. Each call runs at most LIMIT_S
+#           seconds (default 540), then resumes the same sweep on the next call: repeat it until
+#           OUT_DIR/knobs.done exists.
+#   aoti    the 9-trial sweep of aoti.yaml, resumed the same way until OUT_DIR/aoti.done exists.
+#   tables  sweeper prices (both sweeps), recommend (long run, 1000 iterations cold and --warm-start),
+#           the HTML report, and an export of the best aoti trial.
+set -u
+out=${1:?usage: run_h200.sh OUT_DIR STAGE...}
+shift
+mkdir -p "$out"
+here=studies/knobs
+models=${KNOBS_MODELS:-resnet50 vit_b_16 gpt2}  # another list (and spec): a dry run
+export_model=${models%% *}
+resumable() {  # NAME SPEC
+  [ -e "$out/$1.done" ] && { echo "$1 already done"; return; }
+  local t0=$(date +%s) code
+  timeout -s INT "${LIMIT_S:-540}" python3 -m sweeper run "$2" --results "$out/$1" --resume --no-report \
+    >>"$out/$1.log" 2>&1
+  code=$?
+  echo "$1 call exit=$code wall_s=$(( $(date +%s) - t0 ))" | tee -a "$out/walls.txt"
+  [ "$code" -eq 0 ] && touch "$out/$1.done"
+}
+tables() {
+  python3 -m sweeper prices "$out/knobs" "$out/aoti" >"$out/prices.txt" 2>&1
+  python3 -m sweeper prices "$out/knobs" "$out/aoti" --json >"$out/prices.json" 2>>"$out/prices.txt"
+  for m in $models; do
+    python3 -m sweeper recommend "$out/knobs" "$out/aoti" --model "$m" >"$out/recommend-$m.txt" 2>&1
+    python3 -m sweeper recommend "$out/knobs" "$out/aoti" --model "$m" --iterations 1000 \
+      >"$out/recommend-$m-1000.txt" 2>&1
+    python3 -m sweeper recommend "$out/knobs" "$out/aoti" --model "$m" --iterations 1000 --warm-start \
+      >"$out/recommend-$m-1000-warm-start.txt" 2>&1
+  done
+  python3 -m sweeper report "$out/knobs" "$out/aoti" -o "$out/report.html" --title "inductor knobs and AOTI on H200"
+  trial=$(python3 -c 'import sys, pandas as pd; d = pd.read_parquet(sys.argv[1]);
+d = d[(d["path"] == "aoti") & (d["status"] == "ok") & (d["model"] == sys.argv[2])]
+print(d.sort_values("throughput_items_s").iloc[-1]["trial_id"] if len(d) else "")' "$out/aoti/results.parquet" \
+    "$export_model")
+  [ -n "$trial" ] && python3 -m sweeper export "$out/aoti" --model "$export_model" --trial "$trial" \
+    -o "$out/export-aoti" >"$out/export.txt" 2>&1
+}
+{ nproc; nvidia-smi -L 2>/dev/null; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } >"$out/host.txt"
+for stage in "$@"; do
+  case $stage in
+    probe) python3 -m studies.knobs.load_probe "$out/probe" --model resnet50 --batch-size 64 >"$out/probe.txt" 2>&1 ;;
+    knobs) resumable knobs "$here/knobs.yaml" ;;
+    aoti) resumable aoti "$here/aoti.yaml" ;;
+    tables) tables ;;
+    *) echo "unknown stage $stage" >&2 ;;
+  esac
+done

@@ -1,0 +1,112 @@
+"""The aoti path: torch.export and an AOTInductor package built in one process, loaded in another.
+
+`build` exports the model on the trial's batch (a refusal is `export_error`, torch's reason in the
+error) and packages it with the trial's inductor configs. `loader` is the pipeline's compiler in
+the fresh measuring process: the load sequence a deployment should follow, in order. CUDA is up
+first (the workbench made its context and put model and batch on the device); the package is
+loaded onto that device by index, never the default; the inputs are checked against the shapes,
+dtypes and device the package was built for, since a package fed anything else may crash the
+process instead of raising. The pipeline then times it as any compiled module, against eager.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch._inductor
+from torch import nn
+
+from sweeper.measure.inductor_options import aoti_configs
+from sweeper.measure.pipeline import TrialFailed, classify, describe
+from sweeper.measure.timing import sync
+from sweeper.measure.workbench import Workbench
+
+
+def signature(wb: Workbench) -> list[list[Any]]:
+    """What the package is built for: each tensor input's shape, dtype and device type, in order."""
+    values = [*wb.batch.args, *(wb.batch.kwargs[k] for k in sorted(wb.batch.kwargs))]
+    return [[list(v.shape), str(v.dtype), v.device.type] for v in values if isinstance(v, torch.Tensor)]
+
+
+def _inputs_file(package: Path) -> Path:
+    return package.with_name(package.name + ".inputs.json")
+
+
+def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:
+    """Export and package the trial's model at `package`; the row gets the seconds and the size."""
+    args, kwargs = wb.batch.args, wb.batch.kwargs
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad(), wb._autocast():
+            exported = torch.export.export(wb.model, args, kwargs or None)
+    except Exception as e:
+        raise TrialFailed("export_error", f"torch.export refused the model: {describe(e)}") from e
+    row["aoti_export_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    try:
+        torch._inductor.aoti_compile_and_package(exported, package_path=str(package),
+                                                 inductor_configs=aoti_configs(wb.trial))
+    except Exception as e:
+        raise classify(e, "compile") from e
+    row.update(aoti_package_s=time.perf_counter() - t0, aoti_package_bytes=package.stat().st_size)
+    row["compile_s"] = row["aoti_export_s"] + row["aoti_package_s"]
+    _inputs_file(package).write_text(json.dumps({"inputs": signature(wb), "device": str(wb.device)}))
+
+
+class LoadedPackage(nn.Module):
+    """A loaded AOTInductor package as a module the pipeline can step (it holds its own weights)."""
+
+    def __init__(self, runner: Any):
+        super().__init__()
+        self.runner = runner
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.runner(*args, **kwargs)
+
+
+def loader(package: Path, row: dict[str, Any]):
+    """The compiler of a load process: check the inputs, load the package onto the trial's device
+    (timed: `aoti_load_s`), and return it as a module."""
+
+    def load(wb: Workbench) -> nn.Module:
+        check_inputs(wb, package)
+        index = (wb.device.index if wb.device.index is not None else torch.cuda.current_device()) \
+            if wb.device.type == "cuda" else -1
+        t0 = time.perf_counter()
+        try:
+            runner = torch._inductor.aoti_load_package(str(package), device_index=index)
+        except Exception as e:
+            raise TrialFailed("runtime_error", f"aoti_load_package: {describe(e)}") from e
+        sync(wb.device)
+        row["aoti_load_s"] = time.perf_counter() - t0
+        return LoadedPackage(runner)
+
+    return load
+
+
+def check_inputs(wb: Workbench, package: Path) -> None:
+    """Refuse, with a named error, inputs that differ from those the package was built for."""
+    built = json.loads(_inputs_file(package).read_text())
+    here = signature(wb)
+    if built["inputs"] != here:
+        raise TrialFailed("runtime_error", f"inputs {here} differ from those the package was built for "
+                          f"{built['inputs']}: an AOTInductor package takes only those")
+    if torch.device(built["device"]).type != wb.device.type:
+        raise TrialFailed("runtime_error", f"package built for {built['device']}, loaded on {wb.device}")
+
+
+BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s")
+
+
+def finish_row(row: dict[str, Any], build: dict[str, Any], items: float) -> None:
+    """The load process's row with the build's figures: compile_s is the build (export + package),
+    and break-even counts it against the steady gain."""
+    row.update({k: build.get(k) for k in BUILD_COLUMNS})
+    tp, eager_tp = row.get("throughput_items_s"), row.get("eager_throughput_items_s")
+    if tp and eager_tp and items and row.get("compile_s") is not None:
+        gain = items / eager_tp - items / tp
+        row["break_even_iters"] = row["compile_s"] / gain if gain > 0 else float("inf")

@@ -1,0 +1,71 @@
+"""An aoti trial's two measuring processes: one builds the package, a fresh one loads and measures it.
+
+The load runs in a process of its own, as a deployment's would; if it dies (a segmentation fault
+in the package's code, say) its row is `crashed` with the signal and the load stage named, and
+the build's figures stay in the row. The package travels to the driver like a Mega-Cache artifact
+(`_aoti_b64`, up to a size limit) so that `sweeper export` can ship it.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+PACKAGE = "model.pt2"
+B64_KEY = "_aoti_b64"
+TRAVEL_LIMIT_BYTES = 128 * 2**20
+"""Larger packages are measured but not kept."""
+DIRECTORY = "aoti"
+BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s")
+"""The build's figures (measure.aoti.BUILD_COLUMNS, named here so the worker need not import torch)."""
+
+
+def is_aoti(trial: dict[str, Any]) -> bool:
+    return trial.get("path", "jit") == "aoti"
+
+
+def run(run_process: Callable[..., dict[str, Any]], payload: dict[str, Any], workdir: Path, timeout_s: float,
+        cpus: list[int] | None) -> dict[str, Any]:
+    """The build, then (if it succeeded) the load; the load's row with the build's figures, or the
+    build's row when it failed. `_process_s` holds both processes' seconds."""
+    t0 = time.monotonic()
+    package = workdir / PACKAGE
+    build = run_process(payload, workdir, workdir / "cache", timeout_s, cpus=cpus, tag="aoti_build",
+                        extra=("--aoti-build", str(package)))
+    if build.get("status") != "ok":
+        build["error"] = f"aoti build: {build.get('error')}"
+        return build
+    figures = {k: build.get(k) for k in BUILD_COLUMNS}
+    left_s = timeout_s - (time.monotonic() - t0)
+    row = run_process({**payload, "aoti_build": figures}, workdir, workdir / "cache-load", left_s, cpus=cpus,
+                      tag="aoti_load", extra=("--aoti-load", str(package)))
+    row.update({k: v for k, v in figures.items() if row.get(k) is None})
+    if row.get("status") != "ok":
+        row.update(error=f"aoti load (fresh process): {row.get('error')}", _retry=False)  # the build stands
+        log.warning("trial %s aoti load: %s %s", payload["trial"]["trial_id"], row["status"], row["error"])
+    row["_process_s"] = time.monotonic() - t0
+    attach(row, package)
+    return row
+
+
+def attach(row: dict[str, Any], package: Path) -> None:
+    if not package.exists():
+        return
+    if package.stat().st_size > TRAVEL_LIMIT_BYTES:
+        log.warning("AOTInductor package of %d bytes is over the travel limit: not kept", package.stat().st_size)
+        return
+    row[B64_KEY] = base64.b64encode(package.read_bytes()).decode("ascii")
+
+
+def send(row: dict[str, Any], trial_id: str, write: Callable[[str, bytes], int]) -> None:
+    """Worker side: write the package beside the results and leave its name in the row."""
+    encoded = row.pop(B64_KEY, None)
+    if encoded:
+        relative = f"{DIRECTORY}/{trial_id}.pt2"
+        write(relative, base64.b64decode(encoded))
+        row["aoti_package_file"] = relative
