@@ -2,8 +2,7 @@
 compiled and eager windows in alternation, memory and compile health; or a warm compile.
 
 What the trial feeds (one fixed batch, or a stream of batches) is a strategy from
-`sweeper.measure.feeds`; everything else is the same for both. `sweeper.measure.process`
-runs it in a fresh process.
+`sweeper.measure.feeds`; everything else is the same for both. `measure.process` runs it.
 """
 
 from __future__ import annotations

@@ -65,10 +65,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         wb = _workbench(trial, device, mark, row)
         row["setup_s"] = time.time() - started
         row.update(megacache.load(load_megacache))
-        if trial.phase in _MEASURES:
-            _MEASURES[trial.phase](wb, row, emit, warm, mark, payload.get("steady_step_s"))
-        else:
-            _measure_or_build(wb, row, emit, warm, mark, payload, aoti_build, aoti_load)
+        _measure_or_build(wb, row, emit, warm, mark, payload, aoti_build, aoti_load)
         row.update(epoch_columns(trial, row))
         row["status"] = "ok" if row.get("accuracy_ok", True) else "inaccurate"
         row.update(megacache.save(save_megacache))
@@ -86,7 +83,10 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
 def _measure_or_build(wb, row: dict[str, Any], emit, warm: bool, mark: _Phases, payload: dict[str, Any],
                       aoti_build: Path | None, aoti_load: Path | None) -> None:
     """Measure the trial (a loaded AOTInductor package in place of a compile, with `aoti_load`), or
-    only build its package (`aoti_build`)."""
+    only build its package (`aoti_build`); a phase of its own (generate) by its own measure."""
+    if wb.trial.phase in _MEASURES:
+        _MEASURES[wb.trial.phase](wb, row, emit, warm, mark, payload.get("steady_step_s"))
+        return
     if aoti_build is not None:
         aoti.build(wb, row, aoti_build)
         mark("compiled")

@@ -100,7 +100,8 @@ class SweepSpec(Strict):
         found = self.model_dump(mode="json", exclude={"description", "results_dir", "search"})
         # settings added later enter only when set, so a sweep started before them still resumes
         found["models"] = [m.identity() for m in self.models]
-        for axis, default in (("scope", ["whole"]), ("options", None), ("path", ["jit"])):
+        for axis, default in (("scope", ["whole"]), ("options", None), ("path", ["jit"]), ("new_tokens", [32]),
+                              ("cache", ["static"])):
             if found["axes"][axis] == default:
                 del found["axes"][axis]
         if self.resources.trials_per_gpu == 1:
