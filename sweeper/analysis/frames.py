@@ -13,10 +13,10 @@ from sweeper.results.schema import EAGER
 from sweeper.results.store import with_all_columns
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
-               "workload", "bucketing", "mark_dynamic", "scope"]
+               "workload", "bucketing", "mark_dynamic", "scope", "accelerator_type"]
 """Columns that identify one measured setting across sweeps (used to match base and new runs)."""
 
-CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
+CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "accelerator_type", "workload"]
 """Settings in one context compete with each other; across contexts they are not comparable."""
 
 _NUMERIC = [
@@ -34,11 +34,11 @@ _NUMERIC = [
     "warm_megacache_s", "warm_megacache_first_call_s", "megacache_load_s", "megacache_bytes", "compiled_regions",
     "eager_spread_pct", "compiled_need_reserved_gib", "witness_ms", "eager_witness_ms", "witness_ref_ms",
     "slow_windows_pct", "matched_pairs", "speedup_slow", "throughput_slow_items_s", "eager_throughput_slow_items_s",
-    "speedup_all_windows", "host_wait_s",
+    "speedup_all_windows", "host_wait_s", "lost_attempts",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
-         "region_classes", "block_choice", "megacache_file", "host_state"]
+         "region_classes", "block_choice", "megacache_file", "host_state", "accelerator_type", "lost_nodes"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

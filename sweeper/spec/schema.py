@@ -102,6 +102,8 @@ class SweepSpec(Strict):
         found["models"] = [m.identity() for m in self.models]
         if self.axes.scope == ["whole"]:
             del found["axes"]["scope"]
+        if self.axes.accelerator_type is None:
+            del found["axes"]["accelerator_type"]
         if self.resources.trials_per_gpu == 1:
             del found["resources"]["trials_per_gpu"]
         return found

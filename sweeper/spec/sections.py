@@ -181,11 +181,25 @@ class Axes(Strict):
     scope: list[Scope] = Field(default_factory=lambda: ["whole"])
     """What torch.compile compiles: the whole model, or each repeated block in place (regional
     compilation: one compiled block serves every copy of it)."""
+    accelerator_type: list[str] | None = None
+    """GPU types to run every setting on, by Ray's node resource `accelerator_type:<NAME>` (e.g. A100,
+    H100): each setting becomes one trial per type, placed on a node of that type. None: wherever Ray
+    places it."""
 
     _check = field_validator("mode", "dynamic", "batch_size", "seq_len", "phase", "precision",
                              "bucketing", "mark_dynamic", "scope")(
         classmethod(lambda cls, v: _no_dupes(v))
     )
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accelerator_types(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        for name in _no_dupes(v):
+            if not name or not all(c.isalnum() or c in "_-." for c in name):
+                raise ValueError(f"{name!r} is not a Ray accelerator type name (letters, digits, '_', '-', '.')")
+        return v
 
     @field_validator("bucketing")
     @classmethod

@@ -59,6 +59,8 @@ class Trial:
     """The input stream; None: one fixed-shape batch."""
     scope: str = "whole"
     """What is compiled: the whole model, or each repeated block in place (regional)."""
+    accelerator_type: str | None = None
+    """The GPU type (Ray's `accelerator_type:<NAME>` resource) this trial must run on; None: any node."""
 
     @property
     def model_name(self) -> str:
@@ -73,14 +75,16 @@ class Trial:
             mark = " mark_dynamic" if self.mark_dynamic else ""
             buck = f" bucketing={self.bucketing}" if self.workload.lengths is not None else ""
             seq = f" stream={self.workload.name}{buck}{mark}"
-        return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
+        on = f" on {self.accelerator_type}" if self.accelerator_type else ""
+        return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}{on}"
 
     def stream_columns(self) -> dict[str, Any]:
         """The settings beyond CONFIG_COLUMNS as row columns: the stream's (fixed-shape trials: no
-        workload, no bucketing) and the compile scope."""
+        workload, no bucketing), the compile scope and the GPU type asked for."""
         w = self.workload
         return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic, "scope": self.scope,
-                "workload": w.name if w else None, "length_source": w.source if w else None}
+                "workload": w.name if w else None, "length_source": w.source if w else None,
+                "accelerator_type": self.accelerator_type}
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -147,13 +151,14 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
     for load in loads:
         seq_lens = [None] if load else _seq_lens(model, task, spec)
         is_tokens = load is not None and task == "nlp"
-        for phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope in itertools.product(
-                a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing, a.mark_dynamic,
-                a.scope):
+        for gpu_type, phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope in itertools.product(
+                a.accelerator_type or [None], a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic,
+                a.bucketing, a.mark_dynamic, a.scope):
             if mode == "eager":
                 dynamic, scope = None, "whole"  # no compile: one eager trial per setting
             yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
                    "phase": phase, "precision": precision, "workload": load, "scope": scope,
+                   "accelerator_type": gpu_type,
                    "bucketing": policy if is_tokens else "none",
                    "mark_dynamic": mark and load is not None and mode != "eager" and dynamic is not True}
 
@@ -176,12 +181,15 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
                 where = f" {c['phase']} stream {c['workload']}" if stream else ""
                 where = where or (f" seq{c['seq_len']}" if c["seq_len"] else "")
                 scope = " regional" if c["scope"] == "regional" else ""
+                scope += f" on {c['accelerator_type']}" if c["accelerator_type"] else ""
                 dropped.append(Dropped(f"{model.name} {c['mode']}{scope} bs{c['batch_size']}{where}", reason))
                 continue
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
                 config.update(bucketing=c["bucketing"], mark_dynamic=c["mark_dynamic"], workload=stream)
             if c["scope"] != "whole":  # likewise, whole-model trials keep their ids
                 config["scope"] = c["scope"]
+            if c["accelerator_type"] is not None:  # and trials placed anywhere keep theirs
+                config["accelerator_type"] = c["accelerator_type"]
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
                                                           "workload": DrawnStream(**stream) if stream else None}))
