@@ -55,6 +55,7 @@ class Cluster:
     temp_dir: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     node_ids: dict[str, str] = field(default_factory=dict)  # node name -> Ray node id
+    killed: set[str] = field(default_factory=set)
 
     def start(self, name: str, gpu_type: str | None = None) -> None:
         """`ray start --block` in a session of its own, one CPU (none on the head)."""
@@ -72,7 +73,7 @@ class Cluster:
                 env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.temp_dir)
         _wait_for(f"ray start {name}", lambda: "Ray runtime started" in log_path.read_text(), self.procs[name],
                   log_path)
-        self.node_ids.update(self._ids(len(self.procs)))
+        self.node_ids.update(self._ids(len(self.procs) - len(self.killed)))
 
     def _ids(self, alive: int) -> dict[str, str]:
         script = ("import json, sys, time, ray\nray.init(address=sys.argv[1], log_to_driver=False, "
@@ -88,6 +89,10 @@ class Cluster:
         found = [p for p in psutil.Process(self.procs[name].pid).children(recursive=True) if p.name() == "raylet"]
         assert len(found) == 1, found
         return found[0]
+
+    def kill_raylet(self, name: str) -> None:
+        self.raylet(name).kill()  # SIGKILL
+        self.killed.add(name)
 
     def node_of(self, pid: int) -> str:
         """The node whose raylet started the process `pid` (workers and their measuring processes)."""
@@ -214,7 +219,7 @@ def test_a_node_killed_mid_trial_loses_no_row_and_the_trial_finishes_elsewhere(c
         held_pid = int(next(marks.iterdir()).name)
         victim = cluster.node_of(held_pid)
         assert WORKERS[victim] == "T1", victim
-        cluster.raylet(victim).kill()  # SIGKILL
+        cluster.kill_raylet(victim)
         _wait_for("lost attempt line", lambda: "lost attempt 1 of held" in log.read_text(), proc, log)
         gate.touch()
         assert _finish(proc, log) == 0, log.read_text()[-4000:]
@@ -230,6 +235,7 @@ def test_a_node_killed_mid_trial_loses_no_row_and_the_trial_finishes_elsewhere(c
     assert df.loc["held", "lost_attempts"] == 1 and df.loc["held", "lost_nodes"] == cluster.node_ids[victim]
     assert pd.isna(df.loc["quick", "lost_attempts"])
     text = log.read_text()
+    print("\n".join(line for line in text.splitlines() if "lost attempt" in line or "the cluster" in line))
     assert f"node {cluster.node_ids[victim][:12]}" in text and "left the cluster" in text, text[-3000:]
 
 
@@ -248,6 +254,7 @@ def test_a_missing_type_ends_unplaced_or_waits_for_a_node_that_joins(cluster: Cl
     assert _finish(proc, log) == 0, log.read_text()[-4000:]
     df = _rows(tmp_path, cluster).set_index("accelerator_type")
     print(df[["node", "status"]].to_string())
+    print("\n".join(line for line in log.read_text().splitlines() if "T3" in line or "the cluster" in line))
     assert df.loc["T3", "status"] == "ok" and df.loc["T3", "node"] == "w4"
     assert df.loc["T2", "finished_at"] == first.loc["T2", "finished_at"]  # kept, not run again
     assert f"node {cluster.node_ids['w4'][:12]}" in log.read_text() and "joined the cluster" in log.read_text()
