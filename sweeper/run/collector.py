@@ -75,11 +75,11 @@ class Collector(tune.Callback):
 
     def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
         tid = trial_name(trial)
-        if tid not in self.done:
+        if tid not in self.done:  # Tune's failures count the lost attempts, which _record adds again
             now = datetime.now(UTC)
             started = self.started_at.get(tid, now)
             self._record(tid, {"status": "crashed", "error": _failure_text(trial),
-                               "attempts": max(1, getattr(trial, "num_failures", 1)),
+                               "attempts": max(1, getattr(trial, "num_failures", 1) - len(self.lost.get(tid, []))),
                                "started_at": started.isoformat(), "finished_at": now.isoformat(),
                                "trial_wall_s": (now - started).total_seconds()})
 
