@@ -147,7 +147,9 @@ def growth(before: tracemalloc.Snapshot | None, top: int = 12) -> list[str]:
 
 
 def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, device: str = "cuda",
-        tune_logs: tuple[str, ...] = TUNE_LOGS) -> dict[str, Any]:
+        tune_logs: tuple[str, ...] = TUNE_LOGS, start_ray: Any = None) -> dict[str, Any]:
+    """`start_ray` (benchmarks/driver_scale_nodes.py): starts and attaches to a Ray of its own instead
+    of one local node with `slots` CPUs (and GPUs)."""
     import ray
 
     from sweeper.run import ray_tune as runner
@@ -157,8 +159,11 @@ def run(spec_path: Path, out: Path, slots: int, trace_memory: bool = False, devi
     state = SweepState.open(spec, out, resume=False)
     state.claim()
     t_ray = time.monotonic()
-    ray.init(num_cpus=slots, num_gpus=slots if device == "cuda" else 0, include_dashboard=False,
-             logging_level=logging.WARNING, log_to_driver=False)
+    if start_ray is not None:
+        start_ray()
+    else:
+        ray.init(num_cpus=slots, num_gpus=slots if device == "cuda" else 0, include_dashboard=False,
+                 logging_level=logging.WARNING, log_to_driver=False)
     runner.connect(None)  # already initialized: keeps the runner's own settings (signals, loggers)
     ray_start_s = time.monotonic() - t_ray
     if trace_memory:

@@ -53,7 +53,7 @@ NEVER_IMPORTS: dict[str, tuple[str, ...]] = {
     "spec": ("torch", "torchvision", "ray"),  # `sweeper validate` is instant (a text workload's
                                                # tokenizer comes from transformers, without torch)
 }
-RAY_MODULES = ("sweeper.run.ray_tune", "sweeper.run.search")
+RAY_MODULES = ("sweeper.run.ray_tune", "sweeper.run.search", "sweeper.run.collector")
 """The only modules that import Ray: the runner and the Tune searcher it drives."""
 
 MAX_MODULE_LINES = 300

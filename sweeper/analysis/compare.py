@@ -1,10 +1,11 @@
 """Compare a base and a new set of results setting by setting; flag regressions beyond a threshold.
 
 Rows are matched on their config (model, mode, dynamic, batch_size, seq_len, phase,
-precision, backend). When one side holds several rows of a setting (several sweeps or
-devices), its ok rows are summarised by their median. A change counts when it is beyond
-`threshold_pct` percent; compile time must also move by more than `compile_floor_s`
-seconds, so sub-second noise on tiny compiles is not flagged. Pure pandas.
+precision, backend, GPU type); `compare_types` sets one GPU type against another instead.
+When one side holds several rows of a setting (several sweeps or devices), its ok rows are
+summarised by their median. A change counts when it is beyond `threshold_pct` percent; compile
+time must also move by more than `compile_floor_s` seconds, so sub-second noise on tiny
+compiles is not flagged. Pure pandas.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis import frames, ranking
+from sweeper.results.schema import ResultsError
 
 METRICS: list[tuple[str, str, str]] = [
     # column, better direction, name in messages
@@ -50,6 +52,21 @@ def compare_runs(
     order = merged["verdict"].map({v: i for i, v in enumerate(VERDICT_ORDER)})
     return merged.assign(_order=order).sort_values(["_order", "model", "mode"]).drop(columns="_order") \
         .reset_index(drop=True)
+
+
+def compare_types(df: pd.DataFrame, base_type: str, new_type: str, threshold_pct: float = ranking.CHANGE_PCT,
+                  compile_floor_s: float = ranking.COMPILE_FLOOR_S) -> pd.DataFrame:
+    """The settings measured on GPU type `base_type` against the same settings on `new_type`
+    (`axes.accelerator_type`), as `compare_runs` judges two runs; ResultsError names the types measured."""
+    measured = sorted(set(df["accelerator_type"].dropna())) if "accelerator_type" in df.columns else []
+    for name in (base_type, new_type):
+        if name not in measured:
+            raise ResultsError(f"no rows of accelerator_type {name!r}; measured: {', '.join(measured) or 'none'}")
+
+    def on(name: str) -> pd.DataFrame:
+        return df[df["accelerator_type"].eq(name)].assign(accelerator_type=None)
+
+    return compare_runs(on(base_type), on(new_type), threshold_pct, compile_floor_s)
 
 
 def _summarise(df: pd.DataFrame) -> pd.DataFrame:

@@ -28,7 +28,7 @@ import pandas as pd
 from sweeper.results.schema import WITNESS_SLOW_FACTOR
 
 MATCH_KEYS = ["sweep_id", "model", "phase", "precision", "batch_size", "seq_len", "workload", "bucketing",
-              "device_name", "matmul_precision", "new_tokens", "cache"]
+              "device_name", "accelerator_type", "matmul_precision", "new_tokens", "cache"]
 """What makes an eager trial the baseline of a compiled row: same sweep, same work, same device."""
 
 STABLE_SPREAD_PCT = 5.0

@@ -14,10 +14,11 @@ from sweeper.results.schema import EAGER
 from sweeper.results.store import with_all_columns
 
 CONFIG_KEYS = ["model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "backend",
-               "workload", "bucketing", "mark_dynamic", "scope", "new_tokens", "cache", "option_set", "path"]
+               "workload", "bucketing", "mark_dynamic", "scope", "new_tokens", "cache", "option_set", "path",
+               "accelerator_type"]
 """Columns that identify one measured setting across sweeps (used to match base and new runs)."""
 
-CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "workload"]
+CONTEXT_KEYS = ["model", "phase", "precision", "device_name", "accelerator_type", "workload"]
 """Settings in one context compete with each other; across contexts they are not comparable."""
 
 _NUMERIC = [
@@ -38,11 +39,13 @@ _NUMERIC = [
     "speedup_all_windows", "host_wait_s", "new_tokens", "ttft_ms", "eager_ttft_ms", "decode_tokens_per_s",
     "eager_decode_tokens_per_s", "decode_token_p50_ms", "generate_s", "eager_generate_s", "decode_speedup_vs_eager",
     "tokens_match_rate", "aoti_export_s", "aoti_package_s", "aoti_package_bytes", "aoti_load_s",
+    "lost_attempts",
 ]
 _TEXT = ["model", "mode", "backend", "phase", "precision", "device_name", "status", "error",
          "workload", "length_source", "bucketing", "notes", "accuracy_reference", "cpu_affinity", "scope",
          "region_classes", "block_choice", "megacache_file", "host_state", "cache",
-         "generate_compile_path", "option_set", "path", "inductor_options_json", "aoti_package_file"]
+         "generate_compile_path", "option_set", "path", "inductor_options_json", "aoti_package_file",
+         "accelerator_type", "lost_nodes"]
 
 
 def prepare(df: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from sweeper.analysis.drift import DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR
 from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.results.schema import EAGER
 
-CONTEXT = ["model", "phase", "precision", "device_name", "workload", "seq_len", "new_tokens"]
+CONTEXT = ["model", "phase", "precision", "device_name", "accelerator_type", "workload", "seq_len", "new_tokens"]
 """Columns whose values make one context: its settings compete; other contexts' do not."""
 
 TIE_BAND_PCT = round(100 * RUN_TO_RUN_FLOOR, 6)
@@ -164,6 +164,7 @@ def context_label(key: dict[str, Any]) -> str:
         if value is None or (isinstance(value, float) and math.isnan(value)):
             continue
         parts.append(f"seq {int(value)}" if name == "seq_len" else f"+{int(value)} tokens" if name == "new_tokens"
+                     else f"on {value} nodes" if name == "accelerator_type"
                      else str(value))
     return " · ".join(parts)
 

@@ -29,7 +29,7 @@ from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.analysis.ranking import Candidate
 
 _FLAGS = {"phase": "--phase", "precision": "--precision", "device_name": "--device",
-          "seq_len": "--seq-len", "workload": "--workload"}
+          "accelerator_type": "--accelerator-type", "seq_len": "--seq-len", "workload": "--workload"}
 
 
 class RecommendError(SweeperError):
@@ -88,10 +88,11 @@ class Recommendation:
 def recommend(df: pd.DataFrame, model: str, phase: str | None = None, precision: str | None = None,
               max_memory_gib: float | None = None, max_compile_s: float | None = None,
               iterations: int | None = None, batch_size: int | None = None, device_name: str | None = None,
-              seq_len: int | None = None, workload: str | None = None) -> Recommendation:
+              seq_len: int | None = None, workload: str | None = None,
+              accelerator_type: str | None = None) -> Recommendation:
     """The best setting of `model` in the one context the filters leave; RecommendError when several."""
     filters = {"phase": phase, "precision": precision, "device_name": device_name, "seq_len": seq_len,
-               "workload": workload}
+               "workload": workload, "accelerator_type": accelerator_type}
     data = select(frames.prepare(df), model, batch_size=batch_size, **filters)
     ambiguous = [f"{_FLAGS[d]} ({' | '.join(_choices(data[d]))})" for d in _FLAGS
                  if filters[d] is None and len(_choices(data[d])) > 1]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.compare import compare_runs
+from sweeper.analysis.compare import compare_runs, compare_types
 from sweeper.analysis.recommend import Limits, recommend_all
 from sweeper.api.summary import SUMMARY_COLUMNS
 from sweeper.deploy.export import Exported, export
@@ -45,14 +45,15 @@ class Results:
 
     def recommend(self, model: str | None = None, *, phase: str | None = None, precision: str | None = None,
                   device_name: str | None = None, seq_len: int | None = None, workload: str | None = None,
-                  batch_size: int | None = None, max_memory_gib: float | None = None,
+                  accelerator_type: str | None = None, batch_size: int | None = None,
+                  max_memory_gib: float | None = None,
                   max_compile_s: float | None = None, iterations: int | None = None,
                   warm_start: bool = False) -> dict[str, Any] | list[dict[str, Any]]:
         """What `sweeper recommend --json` prints, with the same filters and limits: one object
         for one context, else a list of them."""
         limits = check_limits(max_memory_gib, max_compile_s, iterations, batch_size, warm_start)
         recs = recommend_all(self.df, model, limits, phase=phase, precision=precision, device_name=device_name,
-                             seq_len=seq_len, workload=workload)
+                             seq_len=seq_len, workload=workload, accelerator_type=accelerator_type)
         if not recs:
             raise ResultsError("no trials in these results")
         return recs[0].to_dict() if len(recs) == 1 else [r.to_dict() for r in recs]
@@ -77,6 +78,10 @@ class Results:
     def compare(self, base: Results) -> pd.DataFrame:
         """Each setting's change from `base` to these results: verdicts, worst first."""
         return compare_runs(base.df, self.df)
+
+    def compare_types(self, base_type: str, new_type: str) -> pd.DataFrame:
+        """Each setting on GPU type `new_type` against the same setting on `base_type` (H100 vs H200)."""
+        return compare_types(self.df, base_type, new_type)
 
     def _repr_html_(self) -> str:
         counts = self.df["status"].value_counts().to_dict() if "status" in self.df else {}

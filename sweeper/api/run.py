@@ -76,6 +76,8 @@ class RunOptions:
     callbacks: tuple[str, ...] = ()
     tune_logs: tuple[str, ...] = TUNE_LOGS
     report: bool = True
+    no_wait: bool = False
+    """Trials of an accelerator_type the cluster lacks end at once as `unplaced` rows instead of waiting."""
 
 
 def to_spec(spec: SweepSpec | dict[str, Any] | str | Path) -> tuple[SweepSpec, str]:
@@ -141,7 +143,7 @@ def _run_claimed(opts: RunOptions, state: SweepState, trials: list[Trial], dropp
         space.warn_if_short(state.dir, todo, opts.tune_logs, opts.storage)
         state.save_manifest()
         missing = runner.run_sweep(state, todo, device, storage=opts.storage, callbacks=list(opts.callbacks),
-                                   tune_logs=opts.tune_logs) if todo else []
+                                   tune_logs=opts.tune_logs, no_wait=opts.no_wait) if todo else []
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
         raise SweepInterrupted(len(state.rows), len(trials), state.results_path) from None
     except rescue.ResultsUnwritable as e:  # a row's write failed: stop as Ctrl-C does

@@ -12,6 +12,7 @@ from sweeper import SweeperError, __version__, zoo
 from sweeper.api import run as api_run
 from sweeper.api.run import RunOptions, SweepInterrupted, SweepUnwritable, expand_trials
 from sweeper.cli import stopped
+from sweeper.results.schema import UNPLACED
 from sweeper.run.options import TUNE_LOGS, tune_logs
 from sweeper.run.state import SweepError
 from sweeper.spec.options import options_check_note
@@ -32,6 +33,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         print(f"  note: {note}")
     for d in dropped:
         print(f"  dropped {d.config}: {d.reason}")
+    if args.address:
+        from sweeper.run import ray_tune as runner  # Ray only when asked about a cluster
+
+        print("\n".join(runner.placement_lines(args.address, trials)))
     return 0
 
 
@@ -54,10 +59,11 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     """`sweeper run`: the API's sweep with the command's flags; exit 1 when a trial was left
-    without a row or no trial of the sweep succeeded, 130 when interrupted."""
+    without a row or no trial of the sweep succeeded, 4 when trials were left unplaced (--no-wait),
+    130 when interrupted."""
     opts = RunOptions(address=args.address, results=args.results, resume=args.resume, retry_failed=args.retry_failed,
                       storage=args.storage, callbacks=tuple(args.callback), tune_logs=args.tune_logs,
-                      report=not args.no_report)
+                      report=not args.no_report, no_wait=args.no_wait)
     try:
         res = api_run.run(args.spec, opts)
     except SweepInterrupted as stop:
@@ -68,6 +74,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"sweeper: stopped: {stop}; free space there, then finish the sweep: "
               f"{stopped.resume_command(args, stop.results_dir)}", file=sys.stderr)
         return stopped.EXIT_UNWRITABLE
+    unplaced = int(res.df["status"].eq(UNPLACED).sum()) if len(res) else 0
+    if unplaced:
+        finish = stopped.resume_command(args, Path(res.paths[0]).parent)
+        print(f"sweeper: {unplaced} trials unplaced: the cluster has no node of their accelerator_type; "
+              f"add one, then finish the sweep: {finish}", file=sys.stderr)
+        return stopped.EXIT_UNPLACED
     if len(res) and not res.df["status"].eq("ok").any():
         print(f"sweeper: every trial failed ({len(res)}); the errors are above", file=sys.stderr)
         return 1
@@ -98,6 +110,8 @@ def _add_run(sub: argparse._SubParsersAction, common: list[argparse.ArgumentPars
     run.add_argument("--resume", action="store_true", help="finish the sweep in --results: run missing trials only")
     run.add_argument("--retry-failed", action="store_true", help="like --resume, and rerun crashed/timeout trials")
     run.add_argument("--no-report", action="store_true", help="do not write report.html at the end")
+    run.add_argument("--no-wait", action="store_true", help="trials of an accelerator_type the cluster lacks end "
+                     "at once as `unplaced` rows (exit 4) instead of waiting for a node of it")
     run.set_defaults(func=_cmd_run)
 
 
@@ -113,6 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="check a spec and count its trials; starts nothing", parents=common)
     val.add_argument("spec")
+    val.add_argument("--address", help="also ask this running Ray cluster (as `sweeper run --address`) which "
+                     "accelerator types it has and how many trials each gets")
     val.set_defaults(func=_cmd_validate)
 
     models = sub.add_parser("models", help="list the model zoo", parents=common)
@@ -128,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
     from sweeper.cli import trace_cmd
 
     trace_cmd.register(sub, common)
-    from sweeper.cli import calibrate_cmd
+    from sweeper.cli import calibrate_cmd, compare_cmd
+
+    compare_cmd.register(sub, common)
 
     calibrate_cmd.register(sub, common)
     from sweeper.cli import knobs_cmd

@@ -30,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     ex.add_argument("--phase", choices=get_args(Phase))
     ex.add_argument("--precision", choices=get_args(Precision))
     ex.add_argument("--device", dest="device_name", metavar="NAME")
+    ex.add_argument("--accelerator-type", metavar="NAME", help="only this GPU type (axes.accelerator_type)")
     ex.add_argument("--seq-len", type=int)
     ex.add_argument("--workload")
     ex.add_argument("--batch-size", type=int)
@@ -49,7 +50,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                               args.warm_start)
         done = export(args.paths, args.model, args.output, limits, args.trial, phase=args.phase,
                       precision=args.precision,
-                      device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
+                      device_name=args.device_name, seq_len=args.seq_len, workload=args.workload,
+                      accelerator_type=args.accelerator_type)
     except (ExportError, RecommendError, ResultsError, OSError) as e:
         print(f"sweeper: error: {' '.join(str(e).split())}", file=sys.stderr)
         return USAGE_ERROR

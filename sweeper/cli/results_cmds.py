@@ -44,7 +44,10 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     rep.add_argument("--compare", nargs="+", metavar="PATH", help="base results to compare against (regressions)")
     rep.add_argument("--title", default=DEFAULT_TITLE, help="page title")
     rep.set_defaults(func=cmd_report)
+    _register_recommend(subparsers, parents)
 
+
+def _register_recommend(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
     rec = subparsers.add_parser(
         "recommend", help="the best torch.compile setting per context, under limits", parents=parents,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -62,6 +65,7 @@ def register(subparsers: argparse._SubParsersAction, parents: list[argparse.Argu
     rec.add_argument("--precision", choices=get_args(Precision),
                      help="only this precision (default: every precision measured)")
     rec.add_argument("--device", dest="device_name", metavar="NAME", help="only this device name")
+    rec.add_argument("--accelerator-type", metavar="NAME", help="only this GPU type (axes.accelerator_type)")
     rec.add_argument("--seq-len", type=int, help="only this sequence length")
     rec.add_argument("--workload", help=_WORKLOAD_HELP)
     rec.add_argument("--batch-size", type=int, help="compare at this batch size only (your batch is fixed)")
@@ -122,7 +126,8 @@ def _recommend(args: argparse.Namespace) -> int:
                               args.warm_start)
         df = read_results(args.paths)
         recs = recommend_all(df, args.model, limits, phase=args.phase, precision=args.precision,
-                             device_name=args.device_name, seq_len=args.seq_len, workload=args.workload)
+                             device_name=args.device_name, seq_len=args.seq_len, workload=args.workload,
+                             accelerator_type=args.accelerator_type)
     except (ResultsError, RecommendError, GenerateWorkloadError) as e:
         return _fail(e)
     if not recs:

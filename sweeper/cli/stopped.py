@@ -13,6 +13,8 @@ from sweeper.run.options import TUNE_LOGS
 EXIT_INTERRUPTED = 130
 EXIT_UNWRITABLE = 3
 """The results directory took no more rows (full, read-only, gone); every measured row was kept."""
+EXIT_UNPLACED = 4
+"""`--no-wait`: some trials asked for an accelerator_type the cluster lacks and were recorded `unplaced`."""
 
 
 def resume_command(args: argparse.Namespace, results_dir: Path) -> str:

@@ -79,7 +79,7 @@ def _recommended(df: Any, model: str, limits: Limits, filters: dict[str, Any]) -
     if len(recs) != 1:
         contexts = "; ".join(ranking.context_label(r.context) for r in recs)
         raise ExportError(f"{model} was measured in {len(recs)} contexts ({contexts}): choose one with "
-                          "--phase, --precision, --device, --seq-len or --workload")
+                          "--phase, --precision, --device, --accelerator-type, --seq-len or --workload")
     rec = recs[0]
     if rec.best is None:
         raise ExportError(f"{model}: no setting meets the constraints: nothing to export")

@@ -18,6 +18,9 @@ from sweeper import SweeperError
 
 EAGER = "eager"
 """The mode of a trial that does not compile: the baseline of its context."""
+UNPLACED = "unplaced"
+"""The status of a trial that asked for a GPU type the cluster lacked, under `sweeper run --no-wait`: it
+never ran, and `--resume` runs it."""
 MODES: tuple[str, ...] = (EAGER, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 """Every value of the mode column: eager, then the torch.compile modes."""
 WITNESS_SLOW_FACTOR = 1.25
@@ -70,12 +73,15 @@ COLUMNS: list[Column] = [
     Column("option_set", STR, "Name of the spec's inductor option set (axes.options) the trial applied; null: the spec names none (and for eager)."),
     Column("inductor_options_json", STR, "The exact inductor options applied, as JSON: the mode's own (torch._inductor.list_mode_options) with the option set over them; null when the set is empty (torch.compile got the mode alone) and for eager."),
     Column("path", STR, "jit (torch.compile at start-up) or aoti (torch.export + AOTInductor package, loaded in a fresh process); null in rows older than the setting: jit."),
+    Column("accelerator_type", STR, "GPU type the trial asked Ray for (`axes.accelerator_type`, a node's `accelerator_type:<NAME>` resource); null: placed on any node."),
     Column("matmul_precision", STR, "torch.set_float32_matmul_precision in force."),
     Column("config_json", STR, "The trial's full config as JSON (model kwargs, measurement settings)."),
     # outcome
-    Column("status", STR, "ok, oom, compile_error, export_error (path aoti: torch.export refused the model; the error names why), runtime_error, timeout, inaccurate, crashed."),
+    Column("status", STR, "ok, oom, compile_error, export_error (path aoti: torch.export refused the model; the error names why), runtime_error, timeout, inaccurate, crashed; unplaced: never ran (no node of its accelerator_type, --no-wait)."),
     Column("error", STR, "Exception class and message (or exit signal) when status is not ok."),
     Column("attempts", INT, "Processes started for this trial (retries after a crash included)."),
+    Column("lost_attempts", INT, "Attempts lost with their Ray node or worker (the trial was put back in the queue and ran again); 0 or null: none."),
+    Column("lost_nodes", STR, "Ray node ids of the lost attempts, comma-separated, in order (empty where a lost attempt's node is unknown)."),
     # compile
     Column("compile_s", FLOAT, "Cold compile: first compiled call (synchronized) minus one steady iteration, fresh cache. Path aoti: the package's build, export plus package seconds."),
     Column("first_call_s", FLOAT, "Raw wall time of the first compiled call, cold cache. Path aoti: the first call after loading the package."),

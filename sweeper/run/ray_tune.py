@@ -20,7 +20,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -35,8 +34,9 @@ import ray
 from ray import tune
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from sweeper.run import artifacts, search
+from sweeper.run import artifacts, placement, search
 from sweeper.run.address import CONNECT_ENV, attach, check_client, connect_limit_s, probe
+from sweeper.run.collector import Collector, collect_client_results, per_trial, place, trial_name
 from sweeper.run.cpus import cpus_per_trial
 from sweeper.run.isolate import trial_payloads
 from sweeper.run.options import CALLBACKS, TUNE_LOGS, check_options, import_tensorboardx_without_torch, storage_uri
@@ -89,13 +89,22 @@ def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def placement_lines(address: str | None, trials: list[Trial]) -> list[str]:
+    """`sweeper validate --address`: the cluster's GPU types, their nodes, and each one's trials."""
+    connect(address)
+    nodes = placement.alive(ray.nodes())
+    found = placement.plan(trials, nodes)
+    gpus = sum(n.get("Resources", {}).get("GPU", 0) for n in nodes)
+    return [f"cluster: {len(nodes)} alive nodes, {gpus:g} GPUs, accelerator types: "
+            f"{', '.join(sorted(found.nodes_by_type)) or 'none'}", *found.lines()]
+
+
 def resolve_device(spec: SweepSpec) -> str:
     gpus = ray.cluster_resources().get("GPU", 0)
     wanted = spec.resources.device
     if wanted == "cuda" and gpus == 0:
         raise SweepError("resources.device is 'cuda' but the Ray cluster has no GPUs")
     return "cuda" if wanted == "cuda" or (wanted == "auto" and gpus > 0) else "cpu"
-
 
 _SHARED: dict[str, dict[str, Any]] = {}
 """In a Ray worker: what every trial of a sweep shares, by its object's id, fetched once per process."""
@@ -127,61 +136,6 @@ def _trainable(config: dict[str, Any], shared: list[Any]) -> None:
     if sink is not None:
         artifacts.send(row, tid, lambda relative, data: ray.get(sink.write.remote(relative, data)))
     tune.report({**search.metrics_of(row), "row_json": json.dumps(row, default=str)})
-
-
-class _Collector(tune.Callback):
-    """Driver side: each trial's row is written durably as soon as it arrives."""
-
-    def __init__(self, state: SweepState, trials: dict[str, Trial], progress: Progress,
-                 resources: dict[str, float] | None = None):
-        self.state, self.trials, self.progress, self.resources = state, trials, progress, resources or {}
-        self.done: set[str] = set()
-        self.started_at: dict[str, datetime] = {}
-
-    def on_trial_start(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        tid = _trial_name(trial)
-        self.started_at.setdefault(tid, datetime.now(UTC))  # a Tune retry keeps the first
-        self.progress.start(tid, self.trials[tid].label)
-
-    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
-        if self.progress.wait_line_due():  # count the waiting trials only when a line is due: Tune steps often
-            self.progress.waiting(sum(t.status == "PENDING" for t in trials), self.resources, ray.available_resources)
-
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
-        tid = _trial_name(trial)
-        if "row_json" in result and tid not in self.done:
-            self._record(tid, json.loads(result["row_json"]))
-
-    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
-        tid = _trial_name(trial)
-        if tid not in self.done:
-            now = datetime.now(UTC)
-            started = self.started_at.get(tid, now)
-            self._record(tid, {"status": "crashed", "error": _failure_text(trial),
-                               "attempts": max(1, getattr(trial, "num_failures", 1)),
-                               "started_at": started.isoformat(), "finished_at": now.isoformat(),
-                               "trial_wall_s": (now - started).total_seconds()})
-
-    def _record(self, tid: str, measured: dict[str, Any]) -> None:
-        self.done.add(tid)
-        row = self.state.add(self.trials[tid], measured)
-        self.progress.finish(tid, self.trials[tid].label, row)
-
-
-def _failure_text(trial: Any) -> str:
-    """Tune's record of a trial's last failure (a dead worker, a lost node), on one line."""
-    head = "the Ray worker running this trial failed or died"
-    try:
-        text = Path(trial.error_file).read_text(errors="replace")
-    except (OSError, TypeError, AttributeError):
-        return head
-    last = text.rsplit("Failure # ", 1)[-1].partition("\n")[2]  # drop "N (occurred at ...)"
-    last = " ".join(last.split())
-    return f"{head}: {last[:2000]}" if last else head
-
-
-def _trial_name(trial: Any) -> str:
-    return trial.config["trial_id"]
 
 
 def _storage(state: SweepState, storage: str | None) -> str:
@@ -228,11 +182,14 @@ def _settings(state: SweepState, trials: list[Trial]) -> search.SettingSearch:
 
 def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str | None = None,
               callbacks: list[str] | None = None, tune_logs: tuple[str, ...] = TUNE_LOGS, *,
-              _measure: Callable[..., dict[str, Any]] | None = None) -> list[str]:
+              no_wait: bool = False, _measure: Callable[..., dict[str, Any]] | None = None) -> list[str]:
     """Run `trials` (or the spec's search over them), record every trial that runs in `state`, and
-    return the ids of trials started but left without a row. Through Ray Client (ray://) rows come
-    from Tune's results at the end. `tune_logs`: Tune's own records to write (options.TUNE_LOGS).
-    `_measure` (benchmarks/driver_scale.py only) stands in for isolate.run_trial in the workers."""
+    return the ids of trials started but left without a row (through Ray Client, rows come from
+    Tune's results at the end). `tune_logs`: Tune's own records (options.TUNE_LOGS). `no_wait`: see
+    collector.place. `_measure` (benchmarks/driver_scale.py only) stands in for isolate.run_trial."""
+    nodes = ray.nodes()
+    if not (trials := place(state, trials, nodes, no_wait)):
+        return []
     r = state.spec.resources
     cpus, pinned = cpus_per_trial(r.cpus_per_trial, r.gpu_share, device, ray.nodes())
     resources = {"cpu": cpus, "gpu": r.gpu_share if device == "cuda" else 0}
@@ -242,17 +199,17 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
     planned = len(searcher.first) + searcher.budget
     progress = Progress(total=planned, slots=concurrent or max(1, gpus), kinds={t.trial_id: kind(t) for t in trials})
     progress.announce(resources, concurrent, ray.cluster_resources(), ray.available_resources())
-    collector = _Collector(state, {t.trial_id: t for t in trials}, progress, resources)
+    collector = Collector(state, {t.trial_id: t for t in trials}, progress, resources, placement.NodeWatch.of(nodes))
     client = ray.util.client.ray.is_connected()
     payloads = trial_payloads(trials, device, cpus if pinned else None, r)
     with _sink(state, client) as sink:
         shared = ray.put({"payloads": payloads, "max_retries": r.max_retries, "measure": _measure, "sink": sink})
         trainable = tune.with_parameters(_trainable, shared=[shared])
         grid = tune.Tuner(
-            tune.with_resources(trainable, resources),
+            tune.with_resources(trainable, per_trial(resources, trials)),
             tune_config=tune.TuneConfig(search_alg=searcher, num_samples=planned, max_concurrent_trials=concurrent,
-                                        reuse_actors=True, trial_name_creator=_trial_name,
-                                        trial_dirname_creator=_trial_name),
+                                        reuse_actors=True, trial_name_creator=trial_name,
+                                        trial_dirname_creator=trial_name),
             run_config=tune.RunConfig(name=f"run-{datetime.now(UTC):%Y%m%d-%H%M%S}",
                                       storage_path=None if client and storage is None else _storage(state, storage),
                                       verbose=0, callbacks=[*([] if client else [collector]),
@@ -260,9 +217,13 @@ def run_sweep(state: SweepState, trials: list[Trial], device: str, storage: str 
                                                             *logger_callbacks(callbacks or [], state.spec)],
                                       failure_config=tune.FailureConfig(max_failures=r.max_retries)),
         ).fit()
-    started = _collect_client_results(collector, grid) if client else searcher.suggested
+    return _without_row(collector, collect_client_results(collector, grid) if client else searcher.suggested)
+
+
+def _without_row(collector: Collector, started: list[str]) -> list[str]:
+    """Trials Tune started and ended without a result or an error."""
     missing = [tid for tid in started if tid not in collector.done]
-    for tid in missing:  # Tune ended without a result or an error for these
+    for tid in missing:
         log.warning("no result for trial %s (%s)", tid, collector.trials[tid].label)
     return missing
 
@@ -281,19 +242,3 @@ def _sink(state: SweepState, client: bool) -> Iterator[Any]:
     finally:
         ray.kill(sink)
 
-
-def _collect_client_results(collector: _Collector, grid: Any) -> list[str]:
-    """Ray Client: record each trial's row from the results Tune sent back; returns the trial ids."""
-    seen: list[str] = []
-    for result in grid:
-        tid = (result.config or {}).get("trial_id")
-        if tid is None:
-            continue
-        seen.append(tid)
-        if "row_json" in (result.metrics or {}):
-            collector._record(tid, json.loads(result.metrics["row_json"]))
-        elif result.error is not None:
-            now = datetime.now(UTC).isoformat()
-            collector._record(tid, {"status": "crashed", "started_at": now, "finished_at": now,
-                                    "error": f"the Ray worker running this trial failed: {result.error}"[:2000]})
-    return seen

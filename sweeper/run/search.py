@@ -24,11 +24,13 @@ from sweeper.spec.search_spec import SearchSpec
 PARAMS = ("model", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision", "workload",
           "bucketing", "mark_dynamic", "scope", "option_set", "path")
 """A trial's settings as Tune parameters; every value is a str, int or bool (TensorBoard HParams)."""
+TYPED_PARAMS = (*PARAMS, "accelerator_type")
+"""With the GPU type, a parameter only where the trial names one: other sweeps' parameters stay as they were."""
 METRICS = ("throughput_items_s", "speedup_vs_eager", "compile_s", "warm_compile_s", "peak_mem_gib",
            "peak_mem_compile_gib", "latency_p50_ms", "trial_wall_s")
 """Row columns reported to Tune as float metrics (NaN where the row has none), with status_code."""
 STATUS_CODES = {"ok": 0, "oom": 1, "compile_error": 2, "runtime_error": 3, "timeout": 4, "inaccurate": 5,
-                "crashed": 6, "export_error": 7}
+                "crashed": 6, "export_error": 7, "unplaced": 8}
 _ASKS_PER_PROPOSAL = 16  # Optuna proposals refused (impossible or already proposed) before the nearest pick
 
 
@@ -42,7 +44,8 @@ def params_of(setting: Mapping[str, Any]) -> dict[str, str | int | bool]:
             "workload": (workload["name"] if isinstance(workload, Mapping) else workload) or "none",
             "bucketing": setting.get("bucketing") or "none", "mark_dynamic": bool(setting.get("mark_dynamic")),
             "scope": setting.get("scope") or "whole", "option_set": setting.get("option_set") or "none",
-            "path": setting.get("path") or "jit"}
+            "path": setting.get("path") or "jit",
+            **({"accelerator_type": setting["accelerator_type"]} if setting.get("accelerator_type") else {})}
 
 
 def metrics_of(row: Mapping[str, Any]) -> dict[str, float]:
@@ -104,7 +107,8 @@ class OptunaStrategy:
 
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         self.settings, self.objectives = settings, dict(objectives)
-        values = {k: list(dict.fromkeys(s[k] for s in settings.values())) for k in PARAMS}
+        values = {k: list(dict.fromkeys(s.get(k) for s in settings.values())) for k in TYPED_PARAMS}
+        values = {k: v for k, v in values.items() if v != [None]}  # a parameter no trial has
         self.fixed = {k: v[0] for k, v in values.items() if len(v) == 1}
         space = {k: optuna.distributions.CategoricalDistribution(v) for k, v in values.items() if len(v) > 1}
         metric, mode = list(self.objectives), list(self.objectives.values())
@@ -118,7 +122,7 @@ class OptunaStrategy:
         self.n_asks = 0
 
     def _key(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(self.fixed.get(k, params.get(k)) for k in PARAMS)
+        return tuple(self.fixed.get(k, params.get(k)) for k in TYPED_PARAMS)
 
     def _ask(self) -> tuple[str, dict[str, Any]]:
         self.n_asks += 1
@@ -143,7 +147,7 @@ class OptunaStrategy:
 
     def _nearest(self, params: Mapping[str, Any]) -> str:
         left = sorted(set(self.settings) - self.proposed)
-        apart = {t: sum(self.settings[t][k] != params[k] for k in PARAMS) for t in left}
+        apart = {t: sum(self.settings[t].get(k) != params.get(k) for k in TYPED_PARAMS) for t in left}
         closest = min(apart.values())
         return self.rng.choice([t for t in left if apart[t] == closest])
 

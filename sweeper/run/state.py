@@ -19,7 +19,7 @@ from typing import Any
 
 from sweeper import SweeperError, __version__, envinfo
 from sweeper.results.files import write_json
-from sweeper.results.schema import CONFIG_COLUMNS, ResultsError
+from sweeper.results.schema import CONFIG_COLUMNS, UNPLACED, ResultsError
 from sweeper.results.store import (
     MANIFEST_FILE,
     PARTS_DIR,
@@ -199,7 +199,7 @@ class SweepState:
 
     def pending(self, trials: list[Trial], retry_failed: bool = False) -> list[Trial]:
         keep = {r["trial_id"] for r in self.rows
-                if not (retry_failed and r["status"] in RERUN_ON_RETRY)}
+                if not (r["status"] == UNPLACED or (retry_failed and r["status"] in RERUN_ON_RETRY))}
         return [t for t in trials if t.trial_id not in keep]
 
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:

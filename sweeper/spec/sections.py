@@ -184,6 +184,10 @@ class Axes(Strict):
     scope: list[Scope] = Field(default_factory=lambda: ["whole"])
     """What torch.compile compiles: the whole model, or each repeated block in place (regional
     compilation: one compiled block serves every copy of it)."""
+    accelerator_type: list[str] | None = None
+    """GPU types to run every setting on, by Ray's node resource `accelerator_type:<NAME>` (e.g. A100,
+    H100): each setting becomes one trial per type, placed on a node of that type. None: wherever Ray
+    places it."""
 
     new_tokens: list[PositiveInt] = Field(default_factory=lambda: [32])
     """Tokens decoded greedily after the prompt (phase generate only; seq_len is the prompt's length)."""
@@ -215,6 +219,16 @@ class Axes(Strict):
         for i, (name, text) in enumerate(zip(v, seen, strict=True)):
             if seen.index(text) < i:
                 raise ValueError(f"{name}: same options as set {list(v)[seen.index(text)]!r}")
+        return v
+
+    @field_validator("accelerator_type")
+    @classmethod
+    def _accelerator_types(cls, v: list[str] | None) -> list[str] | None:
+        if v is None:
+            return v
+        for name in _no_dupes(v):
+            if not name or not all(c.isalnum() or c in "_-." for c in name):
+                raise ValueError(f"{name!r} is not a Ray accelerator type name (letters, digits, '_', '-', '.')")
         return v
 
     @field_validator("bucketing")

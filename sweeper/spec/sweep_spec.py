@@ -104,6 +104,8 @@ class SweepSpec(Strict):
                               ("cache", ["static"])):
             if found["axes"][axis] == default:
                 del found["axes"][axis]
+        if self.axes.accelerator_type is None:
+            del found["axes"]["accelerator_type"]
         if self.resources.trials_per_gpu == 1:
             del found["resources"]["trials_per_gpu"]
         return found

@@ -70,6 +70,8 @@ class Trial:
     """That set's options; the measuring process merges its mode's own options under them."""
     path: str = "jit"
     """jit (torch.compile) or aoti (torch.export + AOTInductor package, loaded in a fresh process)."""
+    accelerator_type: str | None = None
+    """The GPU type (Ray's `accelerator_type:<NAME>` resource) this trial must run on; None: any node."""
 
     @property
     def model_name(self) -> str:
@@ -88,16 +90,17 @@ class Trial:
             seq = f" stream={self.workload.name}{buck}{mark}"
         if self.phase == "generate":
             seq += f"+{self.new_tokens} {self.cache}"
-        return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}"
+        on = f" on {self.accelerator_type}" if self.accelerator_type else ""
+        return f"{self.model_name} {self.mode}{dyn} bs{self.batch_size}{seq} {self.phase} {self.precision}{on}"
 
     def stream_columns(self) -> dict[str, Any]:
         """The settings beyond CONFIG_COLUMNS as row columns: the stream's (fixed-shape trials: no
-        workload, no bucketing), the compile scope, the option set and the path."""
+        workload, no bucketing), the compile scope, the option set, the path and the GPU type asked for."""
         w = self.workload
         return {"bucketing": self.bucketing, "mark_dynamic": self.mark_dynamic, "scope": self.scope,
                 "option_set": self.option_set, "path": self.path,
                 "workload": w.name if w else None, "length_source": w.source if w else None,
-                "new_tokens": self.new_tokens, "cache": self.cache}
+                "new_tokens": self.new_tokens, "cache": self.cache, "accelerator_type": self.accelerator_type}
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -164,10 +167,10 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
     for load in loads:
         seq_lens = [None] if load else _seq_lens(model, task, spec)
         is_tokens = load is not None and task == "nlp"
-        for (phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope, decode, option_set,
-             path) in itertools.product(a.phase, a.precision, a.batch_size, seq_lens, a.mode, a.dynamic, a.bucketing,
-                                        a.mark_dynamic, a.scope, _decode_settings(spec), list(a.options or [None]),
-                                        a.path):
+        for (gpu_type, phase, precision, bs, seq_len, mode, dynamic, policy, mark, scope, decode, option_set,
+             path) in itertools.product(a.accelerator_type or [None], a.phase, a.precision, a.batch_size, seq_lens,
+                                        a.mode, a.dynamic, a.bucketing, a.mark_dynamic, a.scope,
+                                        _decode_settings(spec), list(a.options or [None]), a.path):
             if mode == "eager":  # no compile: one eager trial per setting
                 dynamic, scope, option_set, path = None, "whole", None, "jit"
             elif path == "aoti" and dynamic is None:  # an export is of fixed shapes: one aoti trial
@@ -176,6 +179,7 @@ def _grid(spec: SweepSpec, model: ModelSpec) -> Iterator[dict[str, Any]]:
             yield {"task": task, "mode": mode, "dynamic": dynamic, "batch_size": bs, "seq_len": seq_len,
                    "phase": phase, "precision": precision, "workload": load, "scope": scope,
                    "new_tokens": new_tokens, "cache": cache, "option_set": option_set, "path": path,
+                   "accelerator_type": gpu_type,
                    "bucketing": policy if is_tokens else "none",
                    "mark_dynamic": mark and load is not None and mode != "eager" and dynamic is not True}
 
@@ -204,6 +208,7 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
                 where = f" {c['phase']} stream {c['workload']}" if stream else ""
                 where = where or (f" seq{c['seq_len']}" if c["seq_len"] else "")
                 scope = (" regional" if c["scope"] == "regional" else "") + (" aoti" if c["path"] == "aoti" else "")
+                scope += f" on {c['accelerator_type']}" if c["accelerator_type"] else ""
                 dropped.append(Dropped(f"{model.name} {c['mode']}{scope} bs{c['batch_size']}{where}", reason))
                 continue
             if stream is not None:  # fixed-shape trials keep the ids they had before streams existed
@@ -213,6 +218,8 @@ def expand(spec: SweepSpec) -> tuple[list[Trial], list[Dropped]]:
             if c["scope"] != "whole":  # likewise, whole-model trials keep their ids
                 config["scope"] = c["scope"]
             config.update(option_id_keys(c, spec.axes.options))  # and trials without options theirs
+            if c["accelerator_type"] is not None:  # and trials placed anywhere keep theirs
+                config["accelerator_type"] = c["accelerator_type"]
             tid = trial_id(config)
             trials.setdefault(tid, Trial(trial_id=tid, **{**config, "model": model, "measure": spec.measure,
                                                           "workload": DrawnStream(**stream) if stream else None,

@@ -240,7 +240,8 @@ def test_retry_failed_reruns_only_crashed_and_timeout(ray_local, tmp_path):
 
 
 def test_each_row_is_on_disk_before_the_next(tmp_path):
-    from sweeper.run.ray_tune import Progress, _Collector
+    from sweeper.run.collector import Collector as _Collector
+    from sweeper.run.progress import Progress
 
     spec_path = _spec(tmp_path)
     spec = load_spec(spec_path)
