@@ -101,7 +101,8 @@ def deploy_table(df: pd.DataFrame) -> pd.DataFrame:
     jit, aoti = d[d["path"].eq("jit")], d[d["path"].eq("aoti")]
     rows = []
     for key, a in aoti.groupby(keys, dropna=False, sort=True):
-        j = jit.merge(pd.DataFrame([dict(zip(keys, key, strict=True))]), on=keys)
+        probe = pd.DataFrame([dict(zip(keys, key, strict=True))]).astype(jit[keys].dtypes.to_dict())
+        j = jit.merge(probe, on=keys)  # the probe in jit's dtypes: a key all null is float in one, object in the other
         if j.empty:
             continue
         jr, ar = j.iloc[-1], a.iloc[-1]

@@ -80,6 +80,15 @@ def check_sets(sets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return sets
 
 
+def check_distinct(sets: dict[str, Any], checked: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """`sets` when no two of them (as `check_sets` read them) apply the same options."""
+    seen = [json.dumps(o, sort_keys=True) for o in checked.values()]
+    for i, (name, text) in enumerate(zip(sets, seen, strict=True)):
+        if seen.index(text) < i:
+            raise ValueError(f"{name}: same options as set {list(sets)[seen.index(text)]!r}")
+    return sets
+
+
 def _close(key: str, keys: frozenset[str]) -> str | None:
     import difflib
 

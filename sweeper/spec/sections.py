@@ -215,11 +215,7 @@ class Axes(Strict):
             return v
         for name in v:
             check_name(name, "option set")
-        seen = [json.dumps(o, sort_keys=True) for o in options.check_sets(v).values()]
-        for i, (name, text) in enumerate(zip(v, seen, strict=True)):
-            if seen.index(text) < i:
-                raise ValueError(f"{name}: same options as set {list(v)[seen.index(text)]!r}")
-        return v
+        return options.check_distinct(v, options.check_sets(v))
 
     @field_validator("accelerator_type")
     @classmethod
