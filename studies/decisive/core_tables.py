@@ -6,6 +6,7 @@ and whether a CPU's rank holds from one process to the next.
 
 from __future__ import annotations
 
+import itertools
 import json
 import statistics
 import sys
@@ -26,6 +27,20 @@ def spearman(a: list[float], b: list[float]) -> float:
     return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb, strict=True)) / (n * (n * n - 1))
 
 
+def pearson(pairs: list[tuple[float, float]]) -> float:
+    xs, ys = zip(*pairs, strict=True)
+    return statistics.correlation(xs, ys)
+
+
+def persistence(windows: list[dict]) -> tuple[float, float]:
+    """Correlation of one window's CPU witness with the next window's: (next on the same CPU, next
+    on another CPU). Windows are in timing order, a condition's windows back to back."""
+    same, other = [], []
+    for a, b in itertools.pairwise(windows):
+        (same if a["condition"] == b["condition"] else other).append((a["cpu_ms"], b["cpu_ms"]))
+    return pearson(same), pearson(other)
+
+
 def main(paths: list[str]) -> None:
     runs = [json.loads(Path(p).read_text()) for p in paths]
     names = list(runs[0]["summary"])
@@ -36,6 +51,8 @@ def main(paths: list[str]) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
     cpus = [n for n in names if n != "all"]
     for k, r in enumerate(runs):
+        same, other = persistence(r["windows"])
+        print(f"p{k + 1}: witness of the next window (~0.1 s later): same CPU r={same:.2f}, another CPU r={other:.2f}")
         steps = [r["summary"][n]["step_ms"] for n in cpus]
         print(f"p{k + 1}: correlation over windows: cpu witness {r['correlation']['cpu']:.2f}, "
               f"launch witness {r['correlation']['launch']:.2f}; per-CPU medians "
