@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
+import psutil
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -39,3 +44,30 @@ def run_cli(args: list[str]) -> int:
     from sweeper.cli.app import main
 
     return main(args)
+
+
+def _descendants(procs: list[subprocess.Popen]) -> list[psutil.Process]:
+    found = []
+    for proc in procs:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            found += psutil.Process(proc.pid).children(recursive=True)
+    return found
+
+
+def stop_ray_nodes(started: list[subprocess.Popen]) -> None:
+    """SIGTERM each `ray start --block` (workers first), then SIGKILL whatever they started
+    that is still alive: Ray workers run in process groups of their own."""
+    spawned = _descendants(started)
+    for proc in reversed(started):
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in reversed(started):
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    _, alive = psutil.wait_procs(spawned, timeout=10)
+    for p in alive:
+        p.kill()
+    psutil.wait_procs(alive, timeout=10)

@@ -20,7 +20,6 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.helpers import REPO, tiny_spec, write_spec
+from tests.helpers import REPO, stop_ray_nodes, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -105,22 +104,7 @@ class Cluster:
 
     def stop(self) -> None:
         """SIGTERM each `ray start --block` (workers first), then SIGKILL what they started."""
-        spawned = []
-        for proc in self.procs.values():
-            with contextlib.suppress(psutil.NoSuchProcess):
-                spawned += psutil.Process(proc.pid).children(recursive=True)
-        for proc in reversed(self.procs.values()):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in reversed(self.procs.values()):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        _, alive = psutil.wait_procs(spawned, timeout=10)
-        for p in alive:
-            p.kill()
+        stop_ray_nodes(list(self.procs.values()))
 
 
 def _wait_for(what: str, done: Callable[[], bool], proc: subprocess.Popen, log: Path) -> None:

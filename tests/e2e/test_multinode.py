@@ -10,12 +10,10 @@ started here (never `ray stop`, which would stop every Ray on the machine).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -26,10 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import psutil
 import pytest
 
-from tests.helpers import REPO, tiny_spec, write_spec
+from tests.helpers import REPO, stop_ray_nodes, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -105,33 +102,6 @@ def _nodes(address: str, env: dict[str, str]) -> dict[str, list[str]]:
     return nodes
 
 
-def _descendants(procs: list[subprocess.Popen]) -> list[psutil.Process]:
-    found = []
-    for proc in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            found += psutil.Process(proc.pid).children(recursive=True)
-    return found
-
-
-def _stop(started: list[subprocess.Popen]) -> None:
-    """SIGTERM each `ray start --block` (workers first), then SIGKILL whatever they started
-    that is still alive: Ray workers run in process groups of their own."""
-    spawned = _descendants(started)
-    for proc in reversed(started):
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in reversed(started):
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    _, alive = psutil.wait_procs(spawned, timeout=10)
-    for p in alive:
-        p.kill()
-    psutil.wait_procs(alive, timeout=10)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     # Short and outside pytest's tmp_path: Ray puts Unix sockets under it (108-byte path limit).
@@ -145,7 +115,7 @@ def cluster() -> Iterator[Cluster]:
         nodes = _nodes(address, env)
         yield Cluster(address, env, {k: name for k, (_, name) in nodes.items()}, {ip for ip, _ in nodes.values()})
     finally:
-        _stop(started)
+        stop_ray_nodes(started)
         shutil.rmtree(temp_dir, ignore_errors=True)
 
 
