@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
+import socket
 import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -71,3 +76,38 @@ def stop_ray_nodes(started: list[subprocess.Popen]) -> None:
     for p in alive:
         p.kill()
     psutil.wait_procs(alive, timeout=10)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ray_cluster_env() -> dict[str, str]:
+    """This environment without any pointer to another Ray, plus a token of this cluster's own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    return env
+
+
+def wait_for(what: str, done: Callable[[], bool], proc: subprocess.Popen, log: Path,
+              timeout_s: float = 600) -> None:
+    """Until `done()`; the timeout only catches a hang (generous: a loaded 2-core machine is slow)."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert proc.poll() is None, f"the sweep ended before {what}:\n{log.read_text()[-3000:]}"
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} after {timeout_s} s:\n{log.read_text()[-3000:]}")
+        time.sleep(0.2)
+
+
+def rows_on_disk(results_dir: Path) -> int:
+    """Rows the sweep's directory holds so far (part files and the compacted file)."""
+    from sweeper.results.schema import ResultsError
+    from sweeper.results.store import read_results
+
+    with contextlib.suppress(ResultsError, FileNotFoundError):
+        return len(read_results([results_dir]))
+    return 0

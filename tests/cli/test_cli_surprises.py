@@ -11,13 +11,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, run_cli, tiny_spec, write_spec
+from tests.helpers import REPO, rows_on_disk, run_cli, tiny_spec, wait_for, write_spec
 
 
 def test_unwritable_results_directory_fails_with_exit_2_before_ray(tmp_path, capsys, no_ray) -> None:
@@ -111,27 +109,6 @@ def _eager_spec(tmp_path: Path, name: str, factory: str, batch_sizes: list[int],
                                           resources={"max_concurrent_trials": 1}))
 
 
-def _wait_for(what: str, done: Callable[[], bool], proc: subprocess.Popen, log: Path,
-              timeout_s: float = 600) -> None:
-    """Until `done()`; the timeout only catches a hang (generous: a loaded 2-core machine is slow)."""
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        assert proc.poll() is None, f"the sweep ended before {what}:\n{log.read_text()[-3000:]}"
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} after {timeout_s} s:\n{log.read_text()[-3000:]}")
-        time.sleep(0.2)
-
-
-def _rows_on_disk(results_dir: Path) -> int:
-    """Rows the sweep's directory holds so far (part files and the compacted file)."""
-    from sweeper.results.schema import ResultsError
-    from sweeper.results.store import read_results
-
-    with contextlib.suppress(ResultsError, FileNotFoundError):
-        return len(read_results([results_dir]))
-    return 0
-
-
 @pytest.mark.slow
 def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> None:
     """Ctrl-C in a terminal: SIGINT to the sweep's whole process group, after its first row, while
@@ -153,8 +130,8 @@ def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> 
                                    "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path,
                                   start_new_session=True)
     try:
-        _wait_for("a row", lambda: _rows_on_disk(out) >= 1, driver, log)
-        _wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log)
+        wait_for("a row", lambda: rows_on_disk(out) >= 1, driver, log)
+        wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log)
         os.killpg(driver.pid, signal.SIGINT)
         assert driver.wait(timeout=600) == 130, log.read_text()[-3000:]  # the timeout only catches a hang
     finally:

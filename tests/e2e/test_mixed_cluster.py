@@ -20,12 +20,10 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,19 +31,13 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.helpers import REPO, stop_ray_nodes, tiny_spec, write_spec
+from tests.helpers import REPO, free_port, stop_ray_nodes, tiny_spec, wait_for, write_spec
 
 pytestmark = pytest.mark.slow
 
 WORKERS = {"w1": "T1", "w2": "T2", "w3": "T1"}  # node name -> its fake GPU type
 WAIT_S = 240  # bounds every wait: only a hang reaches it
 PREFIX = "accelerator_type:"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -68,10 +60,10 @@ class Cluster:
             self.procs[name] = subprocess.Popen(
                 [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--block", *where,
                  f"--num-cpus={0 if head else 1}", "--num-gpus=0", f"--resources={json.dumps(resources)}",
-                 f"--temp-dir={self.temp_dir}", f"--dashboard-agent-listen-port={_free_port()}",
+                 f"--temp-dir={self.temp_dir}", f"--dashboard-agent-listen-port={free_port()}",
                  f"--object-store-memory={100 * 2**20}", "--disable-usage-stats"],
                 env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=self.temp_dir)
-        _wait_for(f"ray start {name}", lambda: "Ray runtime started" in log_path.read_text(), self.procs[name],
+        wait_for(f"ray start {name}", lambda: "Ray runtime started" in log_path.read_text(), self.procs[name],
                   log_path)
         self.node_ids.update(self._ids(len(self.procs) - len(self.killed)))
 
@@ -107,14 +99,6 @@ class Cluster:
         stop_ray_nodes(list(self.procs.values()))
 
 
-def _wait_for(what: str, done: Callable[[], bool], proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not done():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            pytest.fail(f"no {what} (exit {proc.poll()}):\n{log.read_text()[-4000:]}")
-        time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Cluster]:
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-mix-"))  # short: Ray's socket paths
@@ -124,7 +108,7 @@ def cluster() -> Iterator[Cluster]:
                RAY_health_check_period_ms="1000", RAY_health_check_timeout_ms="1000",
                RAY_health_check_failure_threshold="3",
                PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")]))
-    c = Cluster(f"127.0.0.1:{_free_port()}", env, temp_dir)
+    c = Cluster(f"127.0.0.1:{free_port()}", env, temp_dir)
     try:
         c.start("head")
         for name, gpu_type in WORKERS.items():
@@ -199,13 +183,13 @@ def test_a_node_killed_mid_trial_loses_no_row_and_the_trial_finishes_elsewhere(c
                                        "kwargs": {"marks_dir": str(marks), "gate": str(gate)}}], ["T1"], [1])
     proc, log = _sweep(cluster, tmp_path, spec)
     try:
-        _wait_for("finished row", lambda: _part_rows(tmp_path) == 1, proc, log)
-        _wait_for("held trial measuring", lambda: marks.exists() and any(marks.iterdir()), proc, log)
+        wait_for("finished row", lambda: _part_rows(tmp_path) == 1, proc, log)
+        wait_for("held trial measuring", lambda: marks.exists() and any(marks.iterdir()), proc, log)
         held_pid = int(next(marks.iterdir()).name)
         victim = cluster.node_of(held_pid)
         assert WORKERS[victim] == "T1", victim
         cluster.kill_raylet(victim)
-        _wait_for("lost attempt line", lambda: "lost attempt 1 of held" in log.read_text(), proc, log)
+        wait_for("lost attempt line", lambda: "lost attempt 1 of held" in log.read_text(), proc, log)
         gate.touch()
         assert _finish(proc, log) == 0, log.read_text()[-4000:]
     finally:
@@ -233,7 +217,7 @@ def test_a_missing_type_ends_unplaced_or_waits_for_a_node_that_joins(cluster: Cl
     assert "no alive node of accelerator_type T3" in first.loc["T3", "error"]
     assert "--resume" in log.read_text().strip().splitlines()[-1]
     proc, log = _sweep(cluster, tmp_path, spec, "--resume")
-    _wait_for("waiting line", lambda: "no node of accelerator_type T3: those trials wait" in log.read_text(),
+    wait_for("waiting line", lambda: "no node of accelerator_type T3: those trials wait" in log.read_text(),
               proc, log)
     cluster.start("w4", "T3")
     assert _finish(proc, log) == 0, log.read_text()[-4000:]

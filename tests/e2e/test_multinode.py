@@ -11,8 +11,6 @@ started here (never `ray stop`, which would stop every Ray on the machine).
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import shutil
 import socket
 import subprocess
@@ -26,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import REPO, stop_ray_nodes, tiny_spec, write_spec
+from tests.helpers import free_port, ray_cluster_env, stop_ray_nodes, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -43,20 +41,6 @@ class Cluster:
     node_ips: set[str]  # what the nodes registered: one host, so one IP
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cluster_env() -> dict[str, str]:
-    """This environment without any pointer to another Ray, plus a token of this cluster's own."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    return env
-
-
 def _start_node(name: str, extra: list[str], address: str, temp_dir: Path, env: dict[str, str],
                 started: list[subprocess.Popen]) -> None:
     """`ray start --block` in a session of its own: SIGTERM to it shuts its node down."""
@@ -68,7 +52,7 @@ def _start_node(name: str, extra: list[str], address: str, temp_dir: Path, env: 
         proc = subprocess.Popen(
             [*ray_cli, "start", "--block", *extra, *where, "--num-cpus=1", "--num-gpus=0",
              f"--resources={json.dumps({name: 1})}", f"--temp-dir={temp_dir}",
-             f"--dashboard-agent-listen-port={_free_port()}",  # default 52365 would collide on one host
+             f"--dashboard-agent-listen-port={free_port()}",  # default 52365 would collide on one host
              f"--object-store-memory={100 * 2**20}", "--disable-usage-stats"],
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=temp_dir)
     started.append(proc)
@@ -106,8 +90,8 @@ def _nodes(address: str, env: dict[str, str]) -> dict[str, list[str]]:
 def cluster() -> Iterator[Cluster]:
     # Short and outside pytest's tmp_path: Ray puts Unix sockets under it (108-byte path limit).
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-mn-"))
-    env = _cluster_env()
-    address = f"127.0.0.1:{_free_port()}"
+    env = ray_cluster_env()
+    address = f"127.0.0.1:{free_port()}"
     started: list[subprocess.Popen] = []
     try:
         for name, extra in NODES.items():

@@ -24,9 +24,8 @@ from pathlib import Path
 import pandas as pd
 import psutil
 import pytest
-from test_multinode import _cluster_env, _free_port, _stop
 
-from tests.helpers import REPO, tiny_spec, write_spec
+from tests.helpers import REPO, free_port, ray_cluster_env, stop_ray_nodes, tiny_spec, write_spec
 
 SWEEP_TIMEOUT_S = 600
 HANG_S = 300
@@ -55,12 +54,12 @@ class Head:
 @pytest.fixture(scope="module")
 def head() -> Iterator[Head]:
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-ad-"))  # short: Ray's Unix sockets live under it
-    env = _cluster_env()
-    gcs, dashboard = f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"
-    client = f"ray://127.0.0.1:{_free_port()}"
+    env = ray_cluster_env()
+    gcs, dashboard = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    client = f"ray://127.0.0.1:{free_port()}"
     cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
            f"--port={gcs.rsplit(':', 1)[1]}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
-           f"--dashboard-port={dashboard.rsplit(':', 1)[1]}", f"--dashboard-agent-listen-port={_free_port()}",
+           f"--dashboard-port={dashboard.rsplit(':', 1)[1]}", f"--dashboard-agent-listen-port={free_port()}",
            "--num-cpus=2", "--num-gpus=0", f"--temp-dir={temp_dir}", f"--object-store-memory={100 * 2**20}",
            "--disable-usage-stats", f"--ray-client-server-port={client.rsplit(':', 1)[1]}"]
     log = open(temp_dir / "head.log", "w")  # noqa: SIM115 - the head writes to it for the whole test
@@ -77,7 +76,7 @@ def head() -> Iterator[Head]:
         assert out.returncode == 0, out.stderr[-3000:]
         yield Head(gcs, f"http://{dashboard}", client, env, out.stdout.split()[-1], temp_dir)
     finally:
-        _stop(started)
+        stop_ray_nodes(started)
         log.close()
         shutil.rmtree(temp_dir, ignore_errors=True)
 
@@ -134,7 +133,7 @@ def test_ray_job_submit_runs_the_sweep_on_the_cluster(head, tmp_path):
 def test_an_address_with_no_cluster_fails_in_one_line(tmp_path, where):
     """Refused within address.PROBE_S of the first refused connection; how long the command takes
     on top of that (interpreter, imports) depends on the machine's load, so no clock decides it."""
-    address = f"127.0.0.1:{_free_port()}"
+    address = f"127.0.0.1:{free_port()}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
     flags = ["--address", address] if where == "--address" else []

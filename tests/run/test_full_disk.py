@@ -16,9 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_cli_surprises import _rows_on_disk, _wait_for
 
-from tests.helpers import REPO, tiny_spec, write_spec
+from tests.helpers import REPO, rows_on_disk, tiny_spec, wait_for, write_spec
 
 HANG_S = 600
 """Limits that catch a hang only."""
@@ -79,8 +78,8 @@ def test_a_full_disk_mid_sweep_stops_in_one_line_and_resume_finishes_every_trial
                                    "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path,
                                   start_new_session=True)
     try:
-        _wait_for("a row", lambda: _rows_on_disk(out) >= 1, driver, log, HANG_S)
-        _wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log, HANG_S)
+        wait_for("a row", lambda: rows_on_disk(out) >= 1, driver, log, HANG_S)
+        wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log, HANG_S)
         ballast = _fill(small_fs)
         gate.touch()  # the second trial finishes; its row finds the disk full
         assert driver.wait(timeout=HANG_S) == 3, log.read_text()[-3000:]
