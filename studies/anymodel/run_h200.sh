@@ -13,15 +13,8 @@ out=${1:?usage: run_h200.sh OUT_DIR PART...}
 shift
 mkdir -p "$out"
 spec=${ANYMODEL_SPEC:-studies/anymodel/anymodel.yaml}
-sweep() {
-  [ -e "$out/sweep.done" ] && { echo "sweep already done"; return; }
-  local t0=$(date +%s) code
-  timeout -s INT "${LIMIT_S:-540}" python3 -m sweeper run "$spec" --results "$out/sweep" --resume --no-report \
-    >>"$out/sweep.log" 2>&1
-  code=$?
-  echo "sweep call exit=$code wall_s=$(( $(date +%s) - t0 ))" | tee -a "$out/walls.txt"
-  [ "$code" -eq 0 ] && touch "$out/sweep.done"
-}
+. studies/resumable_sweep.sh
+sweep() { resumable_sweep sweep "$spec"; }
 recommend() {
   local model file
   for model in timm:convnext_base timm:vit_base_patch16_224 hf:llama hf:qwen2; do

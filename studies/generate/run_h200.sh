@@ -17,15 +17,8 @@ out=${1:?usage: run_h200.sh OUT_DIR STAGE...}
 shift
 mkdir -p "$out"
 here=studies/generate
-sweep() {  # NAME SPEC
-  [ -e "$out/$1.done" ] && { echo "$1 already done"; return; }
-  local t0=$(date +%s) code
-  timeout -s INT "${LIMIT_S:-540}" python3 -m sweeper run "$2" --results "$out/$1" --resume --no-report \
-    >>"$out/$1.log" 2>&1
-  code=$?
-  echo "$1 call exit=$code wall_s=$(( $(date +%s) - t0 ))" | tee -a "$out/walls.txt"
-  [ "$code" -eq 0 ] && touch "$out/$1.done"
-}
+. studies/resumable_sweep.sh
+sweep() { resumable_sweep "$1" "$2"; }  # NAME SPEC
 check() {
   local args
   for args in "gpt2 1 128" "gpt2 32 128" "llama1b 1 128" "llama1b 8 1024"; do

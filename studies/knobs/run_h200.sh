@@ -17,15 +17,8 @@ mkdir -p "$out"
 here=studies/knobs
 models=${KNOBS_MODELS:-resnet50 vit_b_16 gpt2}  # another list (and spec): a dry run
 export_model=${models%% *}
-resumable() {  # NAME SPEC
-  [ -e "$out/$1.done" ] && { echo "$1 already done"; return; }
-  local t0=$(date +%s) code
-  timeout -s INT "${LIMIT_S:-540}" python3 -m sweeper run "$2" --results "$out/$1" --resume --no-report \
-    >>"$out/$1.log" 2>&1
-  code=$?
-  echo "$1 call exit=$code wall_s=$(( $(date +%s) - t0 ))" | tee -a "$out/walls.txt"
-  [ "$code" -eq 0 ] && touch "$out/$1.done"
-}
+. studies/resumable_sweep.sh
+resumable() { resumable_sweep "$1" "$2"; }  # NAME SPEC
 tables() {
   python3 -m sweeper prices "$out/knobs" "$out/aoti" >"$out/prices.txt" 2>&1
   python3 -m sweeper prices "$out/knobs" "$out/aoti" --json >"$out/prices.json" 2>>"$out/prices.txt"

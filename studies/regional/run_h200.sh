@@ -15,15 +15,8 @@ shift
 mkdir -p "$out"
 spec=${REGIONAL_SPEC:-studies/regional/regional.yaml}  # another spec and model: a dry run
 model=${REGIONAL_MODEL:-bert-base}
-sweep() {
-  [ -e "$out/sweep.done" ] && { echo "sweep already done"; return; }
-  local t0=$(date +%s) code
-  timeout -s INT "${LIMIT_S:-540}" python3 -m sweeper run "$spec" --results "$out/sweep" --resume --no-report \
-    >>"$out/sweep.log" 2>&1
-  code=$?
-  echo "sweep call exit=$code wall_s=$(( $(date +%s) - t0 ))" | tee -a "$out/walls.txt"
-  [ "$code" -eq 0 ] && touch "$out/sweep.done"
-}
+. studies/resumable_sweep.sh
+sweep() { resumable_sweep sweep "$spec"; }
 export_part() {
   local dir="$out/export-$model" args=(--model "$model" --iterations 10000) trial
   python3 -m sweeper recommend "$out/sweep" "${args[@]}" >"$out/recommend-$model.txt" 2>&1
