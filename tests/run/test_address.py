@@ -54,7 +54,9 @@ class Head:
 @pytest.fixture(scope="module")
 def head() -> Iterator[Head]:
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-ad-"))  # short: Ray's Unix sockets live under it
-    env = ray_cluster_env()
+    # the head's Ray Client proxy waits this long for a client's own server to start (Ray's default, 30 s,
+    # is reached on a loaded 2-core machine): a limit that only catches a hang
+    env = {**ray_cluster_env(), "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "300"}
     gcs, dashboard = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     client = f"ray://127.0.0.1:{free_port()}"
     cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
