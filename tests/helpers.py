@@ -8,6 +8,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -111,3 +112,23 @@ def rows_on_disk(results_dir: Path) -> int:
     with contextlib.suppress(ResultsError, FileNotFoundError):
         return len(read_results([results_dir]))
     return 0
+
+
+def stream_spec(**overrides) -> dict:
+    """A tiny spec with one token stream `w` (uniform lengths 8-40, 6 batches) at batch size 2;
+    `overrides` merge into its sections."""
+    spec = tiny_spec(workloads={"w": {"lengths": {"kind": "uniform", "min_len": 8, "max_len": 40},
+                                      "num_batches": 6, "seed": 1, "steady_passes": 2}})
+    spec["axes"] = {**spec["axes"], "batch_size": [2]}
+    for key, value in overrides.items():
+        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
+    return spec
+
+
+def start_sweep(spec: Path, out: Path, env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen:
+    """`sweeper run SPEC --results OUT --no-report` in a session of its own (a signal can reach its whole
+    group), its stderr in `log`."""
+    with open(log, "w") as sink:
+        return subprocess.Popen([sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out),
+                                 "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=cwd,
+                                start_new_session=True)

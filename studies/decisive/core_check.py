@@ -1,9 +1,9 @@
 """Does a launch-bound eager step's speed depend on the CPU its process runs on, and what sees it?
 
-A plain script (torch, transformers only) behind the decisive study's open question: two processes
-of one launch-bound eager step differ at the same CPU-witness reading. Here one process times the
-same eager step (bert-base, bf16, batch 8, seq 128) with its main thread pinned to each logical
-CPU in turn, and unpinned, in rotating blocks (a slow stretch of the host falls on every condition
+A plain script (torch, transformers, and alternation_check's CPU probe and window timer) behind
+the decisive study's open question: two processes of one launch-bound eager step differ at the same
+CPU-witness reading. Here one process times the same eager step (bert-base, bf16, batch 8, seq
+128) with its main thread pinned to each logical CPU in turn, and unpinned, in rotating blocks (a slow stretch of the host falls on every condition
 alike). Before each window two witnesses are timed:
 
   cpu     400 tiny torch CPU ops (`t.add(1)` on 4 elements): the tool's witness
@@ -27,13 +27,7 @@ import time
 
 import torch
 
-
-def cpu_probe_ms(ops: int = 400) -> float:
-    t = torch.zeros(4)
-    t0 = time.perf_counter()
-    for _ in range(ops):
-        t.add(1)
-    return (time.perf_counter() - t0) * 1e3
+from studies.decisive.alternation_check import probe_ms, window
 
 
 def launch_probe_ms(g: torch.Tensor, launches: int = 200) -> float:
@@ -49,16 +43,6 @@ def launch_probe_ms(g: torch.Tensor, launches: int = 200) -> float:
 def current_cpu() -> int:
     with open("/proc/self/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[36])
-
-
-def window_s(step, iters: int) -> float:
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        step()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / iters
 
 
 def corr(xs: list[float], ys: list[float]) -> float:
@@ -107,9 +91,9 @@ def main() -> None:
                 step()
                 torch.cuda.synchronize()
                 for _ in range(args.per_block):
-                    cpu_ms = cpu_probe_ms()
+                    cpu_ms = probe_ms()
                     launch_ms = launch_probe_ms(g)
-                    s = window_s(step, iters)
+                    s = window(step, iters)
                     windows.append({"condition": name, "block": block, "cpu_ms": cpu_ms,
                                     "launch_ms": launch_ms, "step_ms": s * 1e3, "ran_on": current_cpu()})
     os.sched_setaffinity(0, all_cpus)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, rows_on_disk, run_cli, tiny_spec, wait_for, write_spec
+from tests.helpers import REPO, rows_on_disk, run_cli, start_sweep, tiny_spec, wait_for, write_spec
 
 
 def test_unwritable_results_directory_fails_with_exit_2_before_ray(tmp_path, capsys, no_ray) -> None:
@@ -125,10 +125,7 @@ def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> 
            "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")])}
     env.pop("RAY_ADDRESS", None)
     log = tmp_path / "driver.log"
-    with open(log, "w") as sink:
-        driver = subprocess.Popen([sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out),
-                                   "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path,
-                                  start_new_session=True)
+    driver = start_sweep(spec, out, env, log, tmp_path)
     try:
         wait_for("a row", lambda: rows_on_disk(out) >= 1, driver, log)
         wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log)

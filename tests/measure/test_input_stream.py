@@ -17,16 +17,7 @@ from sweeper.run.state import make_row
 from sweeper.spec import lengths as workloads
 from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
-from tests.helpers import tiny_spec
-
-
-def stream_spec(**overrides) -> dict:
-    spec = tiny_spec(workloads={"w": {"lengths": {"kind": "uniform", "min_len": 8, "max_len": 40},
-                                      "num_batches": 6, "seed": 1, "steady_passes": 2}})
-    spec["axes"] = {**spec["axes"], "batch_size": [2]}
-    for key, value in overrides.items():
-        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
-    return spec
+from tests.helpers import stream_spec, tiny_spec
 
 
 def _stream_trial(**axes):

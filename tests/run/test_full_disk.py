@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, rows_on_disk, tiny_spec, wait_for, write_spec
+from tests.helpers import REPO, rows_on_disk, start_sweep, tiny_spec, wait_for, write_spec
 
 HANG_S = 600
 """Limits that catch a hang only."""
@@ -73,10 +73,7 @@ def test_a_full_disk_mid_sweep_stops_in_one_line_and_resume_finishes_every_trial
     spec, out, env = write_spec(tmp_path, spec_dict), small_fs / "out", _env(tmp_path)
     ids = {t.trial_id for t in expand(parse_spec(spec_dict))[0]}
     log = tmp_path / "driver.log"
-    with open(log, "w") as sink:
-        driver = subprocess.Popen([sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out),
-                                   "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=tmp_path,
-                                  start_new_session=True)
+    driver = start_sweep(spec, out, env, log, tmp_path)
     try:
         wait_for("a row", lambda: rows_on_disk(out) >= 1, driver, log, HANG_S)
         wait_for("a second trial measuring", lambda: (tickets / "1").exists(), driver, log, HANG_S)

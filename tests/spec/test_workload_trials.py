@@ -7,16 +7,7 @@ import pytest
 
 from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
-from tests.helpers import REPO, run_cli, tiny_spec
-
-
-def stream_spec(**overrides) -> dict:
-    spec = tiny_spec(workloads={"w": {"lengths": {"kind": "uniform", "min_len": 8, "max_len": 40},
-                                      "num_batches": 6, "seed": 1, "steady_passes": 2}})
-    spec["axes"] = {**spec["axes"], "batch_size": [2]}
-    for key, value in overrides.items():
-        spec[key] = {**spec.get(key, {}), **value} if isinstance(value, dict) else value
-    return spec
+from tests.helpers import REPO, run_cli, stream_spec, tiny_spec
 
 
 @pytest.mark.parametrize(("patch", "message"), [
