@@ -1,10 +1,10 @@
 """Does a launch-bound eager step's speed depend on the CPU its process runs on, and what sees it?
 
-A plain script (torch, transformers, and alternation_check's CPU probe and window timer) behind
-the decisive study's open question: two processes of one launch-bound eager step differ at the same
-CPU-witness reading. Here one process times the same eager step (bert-base, bf16, batch 8, seq
-128) with its main thread pinned to each logical CPU in turn, and unpinned, in rotating blocks (a slow stretch of the host falls on every condition
-alike). Before each window two witnesses are timed:
+A plain script (torch, transformers, and alternation_check's CPU probe and window timer) behind the
+decisive study's open question: two processes of one launch-bound eager step differ at the same
+CPU-witness reading. Here one process times the same eager step (bert-base, bf16, batch 8, seq 128) with
+its main thread pinned to each logical CPU in turn, and unpinned, in rotating blocks (a slow stretch
+of the host falls on every condition alike). Before each window two witnesses are timed:
 
   cpu     400 tiny torch CPU ops (`t.add(1)` on 4 elements): the tool's witness
   launch  200 launches of a tiny CUDA kernel (`g.add_(1)` on 1 element), CPU time to enqueue them,
