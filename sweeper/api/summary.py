@@ -47,9 +47,10 @@ def baseline_check(df: Any) -> str:
     drift, limit = data["baseline_drift_pct"], data["drift_limit_pct"]
     checked, off = drift.notna(), drift.abs() > limit
     limits = sorted({f"{x:g}%" for x in limit[checked].round(1)})
+    verdict = (": their speedup is not established" if off.any()
+               else ": every one is established" if checked.any() else "")
     lines = [f"baseline check: {int(checked.sum())} compiled rows checked against their context's other eager "
-             f"measurements, {int(off.sum())} drift past their limit ({' / '.join(limits) or '-'}): "
-             "their speedup is not established"]
+             f"measurements, {int(off.sum())} drift past their limit ({' / '.join(limits) or '-'}){verdict}"]
     for _, r in data[off].iterrows():
         at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
         lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "

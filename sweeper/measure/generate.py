@@ -5,7 +5,8 @@ transformers compiles the decode step by itself when the cache is static (on a G
 turns that off (`disable_compile`) and the row records that no dynamo frame compiled while it ran.
 A compiled arm is driven as transformers supports it: with a static cache through its own
 `compile_config` (the decode step compiled, the prefill eager); with a dynamic cache by compiling
-`model.forward`, with a CUDA-graph step marker before every call. Whatever fails is the row's
+`model.forward` (not in the CUDA-graph modes: the grid drops those, see `generate_drop_reason`).
+Whatever fails is the row's
 status and error. Timing per call is `sweeper.measure.decode_timing`; windows, the host-speed
 witness and intervals are those of the other phases (`sweeper.measure.matching`, `timing`).
 """
@@ -24,7 +25,7 @@ from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compile_marker
 from sweeper.measure.pipeline import EAGER_BASELINE, TrialFailed, classify, relative_to_eager
 from sweeper.measure.timing import Arm, calibrate, speedup_interval, timed_call
-from sweeper.measure.workbench import CUDAGRAPH_MODES, Workbench
+from sweeper.measure.workbench import Workbench
 
 Call = Callable[..., Any]
 """One whole generate call: call(streamer, **extra generate kwargs) -> its output."""
@@ -66,16 +67,10 @@ def compiled_call(wb: Workbench, base: dict[str, Any]) -> tuple[Call, str]:
         return (lambda streamer=None, **extra: wb.model.generate(**base, compile_config=cfg, streamer=streamer,
                                                                  **extra)), "compile_config"
     forward = torch.compile(wb.model.forward, backend=m.backend, mode=mode, dynamic=t.dynamic)
-    mark = t.mode in CUDAGRAPH_MODES and wb.device.type == "cuda"
-
-    def stepped(*args: Any, **kwargs: Any) -> Any:
-        if mark:
-            torch.compiler.cudagraph_mark_step_begin()
-        return forward(*args, **kwargs)
 
     def call(streamer=None, **extra: Any) -> Any:
         saved = vars(wb.model).pop("forward", None)
-        wb.model.forward = stepped
+        wb.model.forward = forward
         try:
             return wb.model.generate(**base, disable_compile=True, streamer=streamer, **extra)
         finally:

@@ -13,11 +13,11 @@ from torch import nn
 
 from sweeper.measure.memory import cap_memory
 from sweeper.measure.timing import sync
+from sweeper.results.schema import CUDAGRAPH_MODES
 from sweeper.spec.trials import Trial
 from sweeper.zoo import sources
 from sweeper.zoo.bundle import Batch, Bundle, output_tensor
 
-CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
 """Modes whose compiled graphs are replayed as CUDA graphs."""
 
 

@@ -28,6 +28,8 @@ WITNESS_SLOW_FACTOR = 1.25
 trial) in the host's slow state: the measuring side classifies windows by it, the analysis trials."""
 CONFIG_COLUMNS: tuple[str, ...] = ("task", "mode", "dynamic", "batch_size", "seq_len", "phase", "precision")
 """Columns a row copies unchanged from its trial's config; the trial id hashes them too."""
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+"""Modes whose compiled graphs replay as CUDA graphs (their outputs live in a static pool)."""
 
 Kind = Literal["str", "float", "int", "bool", "timestamp"]
 STR: Kind = "str"
@@ -200,7 +202,7 @@ COLUMNS: list[Column] = [
     # generation (phase generate; null for the other phases)
     Column("new_tokens", INT, "Phase generate: tokens decoded greedily after the prompt (seq_len is the prompt's length)."),
     Column("cache", STR, "Phase generate: the KV cache, static (preallocated) or dynamic (grows each step)."),
-    Column("generate_compile_path", STR, "How a compiled generate trial was compiled: compile_config (transformers' own: generation_config.compile_config, the decode step compiled, the prefill eager; static cache) or forward (model.forward compiled by torch.compile, a CUDA-graph step marker before every call; dynamic cache)."),
+    Column("generate_compile_path", STR, "How a compiled generate trial was compiled: compile_config (transformers' own: generation_config.compile_config, the decode step compiled, the prefill eager; static cache) or forward (model.forward compiled by torch.compile; dynamic cache, modes without CUDA graphs)."),
     Column("eager_disable_compile", BOOL, "The eager generate arm ran with generation_config.disable_compile=True (transformers' own automatic compile of the decode step switched off)."),
     Column("eager_compiled_frames", INT, "Frames dynamo compiled while the eager generate arm ran (0: the baseline is verified uncompiled)."),
     Column("ttft_ms", FLOAT, "Time to first token: from the generate call to its first new token (the prefill), median over the headline's calls."),

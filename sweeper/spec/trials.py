@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sweeper import zoo
-from sweeper.results.schema import CONFIG_COLUMNS
+from sweeper.results.schema import CONFIG_COLUMNS, CUDAGRAPH_MODES
 from sweeper.spec import lengths
 from sweeper.spec.deploy_axes import applied_options, deploy_drop_reason, option_id_keys
 from sweeper.spec.sections import MeasureSpec, ModelSpec
@@ -239,6 +239,9 @@ def generate_drop_reason(model: ModelSpec, c: dict[str, Any]) -> str | None:
     causal = model.name in GENERATE_ZOO if model.source == "zoo" else model.source != "hf" or model.task == "causal-lm"
     if not causal:
         return f"phase generate needs a causal language model ({model.name} is not one)"
+    if c["mode"] in CUDAGRAPH_MODES and c["cache"] == "dynamic":
+        return (f"mode {c['mode']!r} needs cache 'static' in phase generate: a dynamic cache grows by "
+                "concatenating the CUDA-graph outputs that the next step overwrites")
     entry = zoo.REGISTRY.get(model.name) if model.source == "zoo" else None
     total = (c["seq_len"] or 0) + c["new_tokens"]
     if entry and entry.max_seq_len and total > entry.max_seq_len:

@@ -73,6 +73,18 @@ def test_generate_is_dropped_for_a_model_that_cannot_decode_and_past_its_positio
     assert "prompt 1020 + 8 new tokens exceed gpt2-tiny's 1024 positions" in reasons
 
 
+def test_a_cuda_graph_mode_with_a_dynamic_cache_is_dropped_with_its_reason():
+    """On the GPU it fails mid-decode (the cache's concatenated tensors are CUDA-graph outputs that
+    the next replay overwrites): the grid says so instead of spending a trial on it."""
+    trials, dropped = expand(parse_spec(_spec(["eager", "default", "reduce-overhead", "max-autotune"], "inductor",
+                                              caches=("static", "dynamic"))))
+    assert sorted((t.mode, t.cache) for t in trials) == sorted(
+        [("eager", "static"), ("eager", "dynamic"), ("default", "static"), ("default", "dynamic"),
+         ("reduce-overhead", "static"), ("max-autotune", "static")])
+    assert len(dropped) == 2
+    assert all("needs cache 'static' in phase generate" in d.reason for d in dropped)
+
+
 def test_transformers_own_compile_is_seen_by_the_frame_count():
     """The check that verifies the eager baseline would see what transformers compiles by itself."""
     import transformers as tf
