@@ -27,7 +27,10 @@ under 1.3 s; the test suite on that machine, with a sweep and an install beside 
 
 CLIENT_RETRIES = 3
 """A Ray Client head starts a server process per client; on a loaded head that process can die
-starting up ("Starting Ray client server failed"): the attach is tried again this many times."""
+starting up: the attach is tried again this many times, within the connect limit."""
+CLIENT_SERVER_DIED = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
+"""Ray Client's texts for a per-client server that died before it answered (found dead at once, or
+not answering within the head's RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S)."""
 
 
 def attach(init: Callable[[], None], target: str | None) -> None:
@@ -38,7 +41,7 @@ def attach(init: Callable[[], None], target: str | None) -> None:
             init()
             return
         except ConnectionError as e:
-            transient = (target or "").startswith("ray://") and "Starting Ray client server failed" in str(e)
+            transient = (target or "").startswith("ray://") and any(t in str(e) for t in CLIENT_SERVER_DIED)
             if not transient or attempt == CLIENT_RETRIES:
                 raise
             log.warning("sweeper: Ray at %s could not start a client server (a busy head); trying again", target)

@@ -68,6 +68,8 @@ def connect(address: str | None) -> None:
     watchdog.daemon = True
     if target not in (None, "local"):
         watchdog.start()
+    if (target or "").startswith("ray://"):
+        _bound_client_disconnect()
     try:
         attach(lambda: ray.init(address=address, **common), target)
     except ConnectionError as e:
@@ -75,6 +77,26 @@ def connect(address: str | None) -> None:
     finally:
         watchdog.cancel()
     signal.signal(signal.SIGTERM, _interrupt)  # ray.init installed sys.exit; stop like Ctrl-C instead
+
+
+CLIENT_CLOSE_S = 5.0
+"""How long a failed Ray Client attach waits for its log thread before the next attempt."""
+
+
+def _bound_client_disconnect() -> None:
+    """A Ray Client attach whose server died starting fails, then its disconnect joins the client's
+    log thread with no limit; that thread waits on the head's log stream, which tries the dead
+    server's channel 5 times for RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S each (2.5 min by
+    default) before it ends. The thread is a daemon: wait for it CLIENT_CLOSE_S at most, so that
+    `attach` can try again within the connect limit."""
+    from ray.util.client.logsclient import LogstreamClient
+
+    def close(self: LogstreamClient) -> None:
+        self.request_queue.put(None)
+        if self.log_thread is not None:
+            self.log_thread.join(CLIENT_CLOSE_S)
+
+    LogstreamClient.close = close  # type: ignore[method-assign]
 
 
 def _give_up(address: str, limit_s: float) -> None:

@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,16 +48,18 @@ class Head:
 
     def client_server_logs(self) -> str:
         """The tail of each Ray Client server's error log on the head (what a failed attach left)."""
-        logs = sorted(self.temp_dir.glob("session_*/logs/ray_client_server*.err"))
+        logs = sorted(self.temp_dir.glob("session_*/logs/ray_client_server*.*"))
         return "\n".join(f"--- {p.name}\n{p.read_text(errors='replace')[-2000:]}" for p in logs)
 
 
-@pytest.fixture(scope="module")
-def head() -> Iterator[Head]:
+@contextmanager
+def started_head(**extra_env: str) -> Iterator[Head]:
+    """A real `ray start --head` with its dashboard and Ray Client server; `extra_env` is added to
+    the head's environment."""
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-ad-"))  # short: Ray's Unix sockets live under it
     # the head's Ray Client proxy waits this long for a client's own server to start (Ray's default, 30 s,
     # is reached on a loaded 2-core machine): a limit that only catches a hang
-    env = {**ray_cluster_env(), "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "300"}
+    env = {**ray_cluster_env(), "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "300", **extra_env}
     gcs, dashboard = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     client = f"ray://127.0.0.1:{free_port()}"
     cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
@@ -81,6 +84,12 @@ def head() -> Iterator[Head]:
         stop_ray_nodes(started)
         log.close()
         shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def head() -> Iterator[Head]:
+    with started_head() as h:
+        yield h
 
 
 def _sweep(env: dict[str, str], work: Path, *flags: str) -> subprocess.CompletedProcess:
@@ -113,7 +122,7 @@ def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path
 def test_ray_client_address_runs_the_sweep_and_brings_its_rows_back(head, tmp_path):
     env = {k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}
     out = _sweep(env, tmp_path, "--address", head.client)
-    assert out.returncode == 0, f"{out.stderr[-3000:]}\n{head.client_server_logs()}"
+    assert out.returncode == 0, f"{out.stderr[-12000:]}\n{head.client_server_logs()}"
     assert _node_ids(tmp_path) == {head.node_id}
     assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
 
@@ -257,8 +266,52 @@ def test_a_client_server_that_died_starting_is_tried_again_and_nothing_else_is()
         address.attach(flaky, "127.0.0.1:6379")  # not Ray Client: its first error stands
     assert len(calls) == 1
 
+    def backend() -> None:
+        calls.append(1)
+        if len(calls) < 2:
+            raise ConnectionAbortedError("Initialization failure from server:\nTraceback ... RuntimeError: "
+                                         "Proxy failed to Connect to backend! Check `ray_client_server.err`")
+
+    calls.clear()
+    address.attach(backend, "ray://127.0.0.1:10001")
+    assert len(calls) == 2
+
     def refused() -> None:
         raise ConnectionError("ray client connection timeout")
 
     with pytest.raises(ConnectionError, match="timeout"):
         address.attach(refused, "ray://127.0.0.1:10001")
+
+
+DIE_ONCE = """import os, pathlib
+if b"specific-server" in pathlib.Path("/proc/self/cmdline").read_bytes():
+    try:
+        os.close(os.open(os.environ["SWEEPER_TEST_DIE_ONCE"], os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
+    else:
+        os._exit(3)  # the first per-client server dies as it starts
+"""
+
+
+@pytest.mark.slow
+def test_a_client_server_that_dies_starting_is_tried_again_and_the_sweep_finishes(tmp_path):
+    """Fault injection on a real head: the first server its Ray Client proxy starts for a client
+    exits as it starts, as one did on a loaded 2-core machine. The proxy reports it ("Proxy failed
+    to Connect to backend") once its channel check gives up (20 s here); the sweep tries again
+    within its connect limit and finishes."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(DIE_ONCE)
+    marker = tmp_path / "died"
+    path = os.pathsep.join([str(site), ray_cluster_env()["PYTHONPATH"]])
+    # the proxy finds the server dead after this many seconds (the sweep's connect limit is 120 s)
+    with started_head(PYTHONPATH=path, SWEEPER_TEST_DIE_ONCE=str(marker),
+                      RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S="20") as h:
+        env = {k: v for k, v in h.env.items() if k != "RAY_ADDRESS"}
+        out = _sweep(env, tmp_path, "--address", h.client)
+        logs = h.client_server_logs()
+    assert marker.exists(), logs  # the fault was injected
+    assert out.returncode == 0, f"{out.stderr[-6000:]}\n{logs}"
+    assert "could not start a client server (a busy head); trying again" in out.stderr
+    assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
