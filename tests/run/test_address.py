@@ -57,9 +57,9 @@ def started_head(**extra_env: str) -> Iterator[Head]:
     """A real `ray start --head` with its dashboard and Ray Client server; `extra_env` is added to
     the head's environment."""
     temp_dir = Path(tempfile.mkdtemp(prefix="sweeper-ad-"))  # short: Ray's Unix sockets live under it
-    # the head's Ray Client proxy waits this long for a client's own server to start (Ray's default, 30 s,
-    # is reached on a loaded 2-core machine): a limit that only catches a hang
-    env = {**ray_cluster_env(), "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "300", **extra_env}
+    # the head's Ray Client proxy waits this long for a client's own server to answer (Ray's default, 30 s,
+    # is reached on a loaded 2-core machine); a server that died is found after as long, then tried again
+    env = {**ray_cluster_env(), "RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S": "90", **extra_env}
     gcs, dashboard = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     client = f"ray://127.0.0.1:{free_port()}"
     cmd = [sys.executable, "-c", "from ray.scripts.scripts import main; main()", "start", "--head", "--block",
@@ -120,7 +120,8 @@ def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path
 
 @pytest.mark.slow
 def test_ray_client_address_runs_the_sweep_and_brings_its_rows_back(head, tmp_path):
-    env = {k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}
+    # room for a client server found dead after the head's 90 s check and one more attempt (a loaded machine)
+    env = {**{k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}, "SWEEPER_RAY_CONNECT_S": "400"}
     out = _sweep(env, tmp_path, "--address", head.client)
     assert out.returncode == 0, f"{out.stderr[-12000:]}\n{head.client_server_logs()}"
     assert _node_ids(tmp_path) == {head.node_id}
