@@ -3,6 +3,7 @@
     python -m benchmarks.train_step_check [--setting resnet18:fp32:default ...] [--phase train] [--batch 64]
         [--pairs 40] [--iters 10] [--variants plain,tool_step,...] [--out OUT.json]
     python -m benchmarks.train_step_check --device cpu --smoke --backend eager --out OUT.json   # a tiny run
+    python -m benchmarks.train_step_check --show OUT.json ...   # the tables of earlier runs
 
 For each setting (MODEL:PRECISION:MODE) each variant runs in a fresh process, one at a time
 (train_step_variants.py): `plain`, a user's loop (train_step_loop.py: eager and compiled windows
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from sweeper import zoo  # the registry, without torch
+from sweeper.results.schema import WITNESS_SLOW_FACTOR
 from sweeper.run import cpus
 
 HERE = Path(__file__).resolve().parent
@@ -149,17 +151,55 @@ def progress(r: dict[str, Any]) -> str:
     return f"{r['variant']}: eager {eager} ms, compiled {compiled} ms" + (f"; {r['error']}" if "error" in r else "")
 
 
+def _median(xs: list[float]) -> float | None:
+    xs = sorted(xs)
+    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
+
+
+def fast_state(r: dict[str, Any]) -> dict[str, Any]:
+    """Per-step ms of each arm over the windows taken at the host's fast CPU state, and their share:
+    a plain variant's windows whose CPU probe read within WITNESS_SLOW_FACTOR of its own fast state
+    (the 20% quantile of its probes), the tool's windows whose witness did (its `windows_json`). A
+    launch-bound step follows the host's CPU speed; compared at one state, two processes should agree."""
+    if r.get("probe_ms"):
+        probes = r["probe_ms"]
+        ref = sorted(probes)[int(0.2 * (len(probes) - 1))]
+        arms = {"eager": (r["eager_ms"], probes[0::2]), "compiled": (r["compiled_ms"], probes[1::2])}
+    elif r.get("row_windows_json"):
+        w = json.loads(r["row_windows_json"])
+        ref = w["ref_ms"]
+        arms = {"eager": ([x * 1e3 for x in w.get("eager_s_per_iter", [])], w.get("eager_witness_ms", [])),
+                "compiled": ([x * 1e3 for x in w.get("compiled_s_per_iter", [])], w.get("compiled_witness_ms", []))}
+    else:
+        return {}
+    out: dict[str, Any] = {}
+    fast_n = total = 0
+    for arm, (ms, reads) in arms.items():
+        fast = [m for m, p in zip(ms, reads, strict=False) if p <= ref * WITNESS_SLOW_FACTOR]
+        out[f"{arm}_fast_ms"] = _median(fast)
+        fast_n, total = fast_n + len(fast), total + min(len(ms), len(reads))
+    out["fast_windows_pct"] = 100.0 * fast_n / total if total else None
+    return out
+
+
 def table(label: str, results: list[dict[str, Any]]) -> str:
-    plain = next((r.get("compiled_ms_median") for r in results if r["variant"] == "plain"), None)
+    """Every variant against the plain loop: medians over all windows, and at the fast state."""
+    by = {r["variant"]: {**r, **fast_state(r)} for r in results}
+    plain = by.get("plain", {})
     lines = [label, (f"{'variant':12} {'eager ms':>9} {'compiled ms':>11} {'speedup':>8} {'probe ms':>9} "
-                     f"{'vs plain':>9}  note")]
-    for r in results:
+                     f"{'vs plain':>9} {'fast eager':>10} {'fast comp':>10} {'fast %':>7} {'vs plain':>9}  note")]
+
+    def rel(a: float | None, b: float | None) -> str:
+        return f"{(a / b - 1) * 100:+8.1f}%" if a and b else f"{'-':>9}"
+    for name, r in by.items():
         comp = r.get("compiled_ms_median")
-        rel = f"{(comp / plain - 1) * 100:+8.1f}%" if comp and plain else f"{'-':>9}"
         speed = f"{r['speedup']:8.3f}" if r.get("speedup") else f"{'-':>8}"
         note = r.get("error") or r.get("note") or r.get("row_error") or ""
-        lines.append(f"{r['variant']:12} {_ms(r.get('eager_ms_median'))} {_ms(comp):>11} {speed} "
-                     f"{_ms(r.get('probe_ms_median'))} {rel}  {note}")
+        pct = f"{r['fast_windows_pct']:7.0f}" if r.get("fast_windows_pct") is not None else f"{'-':>7}"
+        lines.append(f"{name:12} {_ms(r.get('eager_ms_median'))} {_ms(comp):>11} {speed} "
+                     f"{_ms(r.get('probe_ms_median'))} {rel(comp, plain.get('compiled_ms_median'))} "
+                     f"{_ms(r.get('eager_fast_ms')):>10} {_ms(r.get('compiled_fast_ms')):>10} {pct} "
+                     f"{rel(r.get('compiled_fast_ms'), plain.get('compiled_fast_ms'))}  {note}")
     return "\n".join(lines)
 
 
@@ -184,6 +224,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--timeout-s", type=float, default=600.0, help="limit of one variant's process")
     ap.add_argument("--smoke", action="store_true", help="tiny: vit-tiny, batch 2, 2 pairs of 2 steps")
     ap.add_argument("--out", type=Path, help="JSON of every variant's result (rewritten after each)")
+    ap.add_argument("--show", type=Path, nargs="+", metavar="JSON",
+                    help="print the tables of earlier runs' JSON, run nothing")
     args = ap.parse_args(argv)
     base = SMOKE if args.smoke else NORMAL
     for k in ("batch", "pairs", "iters", "warmup", "probe_ops"):
@@ -234,12 +276,26 @@ def run_all(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return doc
 
 
+def show(paths: list[Path]) -> int:
+    for path in paths:
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            print(f"train_step_check: {path}: not readable JSON of a run ({e})", file=sys.stderr)
+            return 2
+        for entry in doc.get("settings", []):
+            print(table(entry["label"], entry["results"]) + "\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_args(argv)
     except BadInput as e:
         print(f"train_step_check: {e}", file=sys.stderr)
         return 2
+    if args.show:
+        return show(args.show)
     root = Path(tempfile.mkdtemp(prefix="train-step-check-"))
     try:
         doc = run_all(args, root)

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 ROW_KEYS = ("status", "error", "latency_p50_ms", "eager_latency_p50_ms", "speedup_vs_eager", "speedup_ci_low",
             "speedup_ci_high", "iters_per_window", "timed_windows", "graphs", "graph_breaks", "gpu_util_pct",
-            "eager_gpu_util_pct", "cpu_affinity", "torch_threads", "compile_s", "accuracy_ok")
+            "eager_gpu_util_pct", "cpu_affinity", "torch_threads", "compile_s", "accuracy_ok", "host_state",
+            "slow_windows_pct", "witness_ms", "eager_witness_ms", "windows_json")
 
 
 def _from_row(row: dict[str, Any], batch: int) -> dict[str, Any]:

@@ -58,8 +58,39 @@ def test_table_compares_each_variant_with_the_plain_loop():
                {"variant": "sampler", "error": "RuntimeError: boom"}]
     lines = check.table("label", results).splitlines()
     assert lines[0] == "label" and lines[1].split()[:3] == ["variant", "eager", "ms"]
-    assert lines[3].split() == ["pipeline", "13.90", "14.50", "0.950", "-", "+45.0%"]
+    assert lines[3].split() == ["pipeline", "13.90", "14.50", "0.950", "-", "+45.0%", "-", "-", "-", "-"]
     assert lines[4].split()[0] == "sampler" and lines[4].endswith("RuntimeError: boom")
+
+
+def test_fast_state_compares_plain_and_tool_windows_at_the_host_s_fast_cpu_state():
+    # plain: probes before eager, compiled, eager, ...; the slow windows (probe 2.0 against 1.0) run slower
+    plain = {"variant": "plain", "eager_ms": [13.0, 13.2, 13.1, 13.0], "compiled_ms": [8.0, 12.0, 8.2, 12.4],
+             "probe_ms": [1.0, 1.0, 2.0, 2.0, 1.1, 1.1, 2.1, 2.0], "eager_ms_median": 13.05,
+             "compiled_ms_median": 10.1, "speedup": 1.29}
+    f = check.fast_state(plain)
+    assert f["compiled_fast_ms"] == pytest.approx(8.1) and f["eager_fast_ms"] == pytest.approx(13.05)
+    assert f["fast_windows_pct"] == pytest.approx(50.0)
+    windows = {"ref_ms": 1.0, "eager_s_per_iter": [0.013, 0.0131], "compiled_s_per_iter": [0.0081, 0.0125],
+               "eager_witness_ms": [1.1, 1.0], "compiled_witness_ms": [1.2, 1.9]}
+    tool = {"variant": "pipeline", "eager_ms_median": 13.05, "compiled_ms_median": 8.1, "speedup": 1.61,
+            "row_windows_json": json.dumps(windows)}
+    t = check.fast_state(tool)
+    assert t["compiled_fast_ms"] == pytest.approx(8.1) and t["fast_windows_pct"] == pytest.approx(75.0)
+    assert check.fast_state({"variant": "sweep", "compiled_ms_median": 9.0}) == {}
+    line = check.table("label", [plain, tool]).splitlines()[3].split()
+    assert line[0] == "pipeline" and line[-1] == "+0.0%"
+
+
+def test_show_prints_the_tables_of_saved_runs_and_refuses_a_bad_file(tmp_path, capsys):
+    saved = tmp_path / "run.json"
+    saved.write_text(json.dumps({"settings": [{"label": "resnet18 train", "results": [
+        {"variant": "plain", "eager_ms_median": 13.5, "compiled_ms_median": 10.0, "speedup": 1.35}]}]}))
+    assert check.main(["--show", str(saved)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "resnet18 train"
+    (tmp_path / "bad.json").write_text("{")
+    assert check.main(["--show", str(tmp_path / "bad.json")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.json" in err
 
 
 def test_trial_cpus_is_none_where_a_trial_would_hold_the_whole_host():
