@@ -22,6 +22,7 @@ import os
 import platform
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -151,11 +152,6 @@ def progress(r: dict[str, Any]) -> str:
     return f"{r['variant']}: eager {eager} ms, compiled {compiled} ms" + (f"; {r['error']}" if "error" in r else "")
 
 
-def _median(xs: list[float]) -> float | None:
-    xs = sorted(xs)
-    return (xs[(len(xs) - 1) // 2] + xs[len(xs) // 2]) / 2 if xs else None
-
-
 def fast_state(r: dict[str, Any]) -> dict[str, Any]:
     """Per-step ms of each arm over the windows taken at the host's fast CPU state, and their share:
     a plain variant's windows whose CPU probe read within WITNESS_SLOW_FACTOR of its own fast state
@@ -176,7 +172,7 @@ def fast_state(r: dict[str, Any]) -> dict[str, Any]:
     fast_n = total = 0
     for arm, (ms, reads) in arms.items():
         fast = [m for m, p in zip(ms, reads, strict=False) if p <= ref * WITNESS_SLOW_FACTOR]
-        out[f"{arm}_fast_ms"] = _median(fast)
+        out[f"{arm}_fast_ms"] = statistics.median(fast) if fast else None
         fast_n, total = fast_n + len(fast), total + min(len(ms), len(reads))
     out["fast_windows_pct"] = 100.0 * fast_n / total if total else None
     return out
