@@ -28,9 +28,11 @@ under 1.3 s; the test suite on that machine, with a sweep and an install beside 
 CLIENT_RETRIES = 3
 """A Ray Client head starts a server process per client; on a loaded head that process can die
 starting up: the attach is tried again this many times, within the connect limit."""
-CLIENT_SERVER_DIED = ("Starting Ray client server failed", "Proxy failed to Connect to backend")
-"""Ray Client's texts for a per-client server that died before it answered (found dead at once, or
-not answering within the head's RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S)."""
+CLIENT_SERVER_DIED = ("Starting Ray client server failed", "Proxy failed to Connect to backend",
+                      "in start_specific_server")
+"""Ray Client's texts for a per-client server that died before it answered (found dead at once, not
+answering within the head's RAY_CLIENT_SERVER_CHECK_CHANNEL_TIMEOUT_S, or gone while the proxy was
+still starting it: its traceback then ends inside the proxy's `start_specific_server`)."""
 
 
 def attach(init: Callable[[], None], target: str | None) -> None:
@@ -90,3 +92,14 @@ def probe(address: str) -> None:
                 raise SweepError(f"no Ray cluster at {address} ({e.strerror or e}); start one with "
                                  "`ray start --head`, or leave out --address for a local Ray") from None
             time.sleep(0.5)
+
+
+def error_summary(text: str, limit: int = 400) -> str:
+    """An error's text on one line: a traceback (Ray Client sends the head's) as its first line and its
+    last (the exception), whitespace collapsed, at most `limit` characters."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    summary = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+    summary = " ".join(summary.split())
+    return summary if len(summary) <= limit else summary[:limit - 3] + "..."

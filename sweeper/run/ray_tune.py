@@ -35,7 +35,7 @@ from ray import tune
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from sweeper.run import artifacts, placement, search
-from sweeper.run.address import CONNECT_ENV, attach, check_client, connect_limit_s, probe
+from sweeper.run.address import CONNECT_ENV, attach, check_client, connect_limit_s, error_summary, probe
 from sweeper.run.collector import Collector, collect_client_results, per_trial, place, trial_name
 from sweeper.run.cpus import cpus_per_trial
 from sweeper.run.isolate import trial_payloads
@@ -73,7 +73,7 @@ def connect(address: str | None) -> None:
     try:
         attach(lambda: ray.init(address=address, **common), target)
     except ConnectionError as e:
-        raise SweepError(f"cannot attach to Ray at {target}: {' '.join(str(e).split())[:300]}") from None
+        raise SweepError(f"cannot attach to Ray at {target}: {error_summary(str(e))}") from None
     finally:
         watchdog.cancel()
     signal.signal(signal.SIGTERM, _interrupt)  # ray.init installed sys.exit; stop like Ctrl-C instead

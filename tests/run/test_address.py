@@ -277,11 +277,36 @@ def test_a_client_server_that_died_starting_is_tried_again_and_nothing_else_is()
     address.attach(backend, "ray://127.0.0.1:10001")
     assert len(calls) == 2
 
+    def gone_while_starting() -> None:  # the text a loaded head sent (the shim exited under the proxy)
+        calls.append(1)
+        if len(calls) < 2:
+            raise ConnectionAbortedError(
+                "Initialization failure from server:\nTraceback (most recent call last):\n"
+                '  File ".../ray/util/client/server/proxier.py", line 765, in Datapath\n'
+                "    if not self.proxy_manager.start_specific_server(\n"
+                '  File ".../ray/util/client/server/proxier.py", line 396, in start_specific_server\n'
+                "    cmd = psutil_proc.cmdline()\npsutil.NoSuchProcess: process no longer exists (pid=4242)")
+
+    calls.clear()
+    address.attach(gone_while_starting, "ray://127.0.0.1:10001")
+    assert len(calls) == 2
+
     def refused() -> None:
         raise ConnectionError("ray client connection timeout")
 
     with pytest.raises(ConnectionError, match="timeout"):
         address.attach(refused, "ray://127.0.0.1:10001")
+
+
+def test_an_attach_error_is_one_line_with_the_exception_a_traceback_ends_with():
+    from sweeper.run import address
+
+    text = ("Initialization failure from server:\nTraceback (most recent call last):\n"
+            + '  File "x.py", line 1, in f\n    g()\n' * 40 + "psutil.NoSuchProcess: process no longer exists")
+    summary = address.error_summary(text)
+    assert summary == "Initialization failure from server: ... psutil.NoSuchProcess: process no longer exists"
+    assert address.error_summary("ray client   connection\ttimeout") == "ray client connection timeout"
+    assert len(address.error_summary("x" * 1000)) == 400
 
 
 DIE_ONCE = """import os, pathlib
