@@ -210,8 +210,17 @@ def drift_limit_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.
     """Per row: the drift past which its speedup is not established, in percent: the ranking's
     DRIFT_LIMIT_PCT, or the run-to-run floor its reported interval already carries where that is
     wider (a launch-bound baseline's, or a host profile's): a drift inside the floor is inside the
-    interval, and two processes of one eager step differ by that much on this host."""
-    return np.fmax(run_to_run_floor(df, trials) * 100.0, DRIFT_LIMIT_PCT).astype("float64")
+    interval, and two processes of one eager step differ by that much on this host. Wider still
+    where the two medians compared are known less precisely than that: SE_FACTOR times their
+    combined standard error (`eager_median_se_pct` of the row and of its eager trial)."""
+    trials = trials or _EagerTrials(df)
+    limit = np.fmax(run_to_run_floor(df, trials) * 100.0, DRIFT_LIMIT_PCT)
+    own, ref = _num(df, "eager_median_se_pct").fillna(0.0), trials.match("eager_median_se_pct").fillna(0.0)
+    return np.fmax(limit, SE_FACTOR * np.hypot(own, ref)).astype("float64")
+
+
+SE_FACTOR = 2.0
+"""A drift inside this many combined standard errors of the two medians compared is their own noise."""
 
 
 def run_to_run_floor(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:

@@ -20,8 +20,8 @@ import torch
 import torch._inductor
 from torch import nn
 
+from sweeper.measure.failures import TrialFailed, classify, describe
 from sweeper.measure.inductor_options import aoti_configs
-from sweeper.measure.pipeline import TrialFailed, classify, describe
 from sweeper.measure.timing import sync
 from sweeper.measure.workbench import Workbench
 

@@ -20,10 +20,11 @@ import torch
 
 from sweeper.measure import accuracy, matching
 from sweeper.measure.decode_timing import CallLog, decode_interval, summary, timed_generate
+from sweeper.measure.failures import TrialFailed, classify
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compile_marker
-from sweeper.measure.pipeline import EAGER_BASELINE, TrialFailed, classify, relative_to_eager
+from sweeper.measure.pipeline import EAGER_BASELINE, relative_to_eager
 from sweeper.measure.timing import Arm, calibrate, speedup_interval, timed_call
 from sweeper.measure.workbench import Workbench
 
@@ -148,6 +149,10 @@ def _wait_s(wb: Workbench) -> float:
     return matching.wait_allowance_s(wb.trial.measure.host_wait_s, wb.device.type)
 
 
+def _target_pct(wb: Workbench) -> float | None:
+    return matching.target_se_pct(wb.trial.measure.target_se_pct, wb.device.type)
+
+
 def _headline(m: matching.Matched) -> list[int]:
     return m.fast if m.state == "fast" else list(range(len(m.arms[0].window_s)))
 
@@ -174,14 +179,16 @@ def measure_eager(wb: Workbench, row: dict[str, Any], arms: Arms, eager: Call) -
         try:
             calls = arms.calls_per_window(eager)
             arm, log = arms.arm(eager, calls, watch_mem=False)
-            m = matching.run_matched([arm], t.measure.windows, _wait_s(wb) if t.mode == "eager" else 0.0)
+            counts = t.mode == "eager"  # else the eager-alone fallback of a compiled trial
+            m = matching.run_matched([arm], t.measure.windows, _wait_s(wb) if counts else 0.0,
+                                     _target_pct(wb) if counts else None)
         except Exception as e:
             raise classify(e, "run") from e
         row["eager_compiled_frames"] = int(counters["frames"]["ok"])
     row.update(m.row(["eager_"]), **_arm_row(m, 0, log, "eager_", t.batch_size, t.new_tokens),
                eager_peak_mem_gib=arms.mem.peak_gib())
     if t.mode == "eager":
-        for k in ("witness_ms", "gpu_clock_mhz", "peak_mem_gib"):
+        for k in ("witness_ms", "gpu_clock_mhz", "peak_mem_gib", "median_se_pct"):
             row[k] = row[f"eager_{k}"]
         row.update(_arm_row(m, 0, log, "", t.batch_size, t.new_tokens), peak_mem_compile_gib=row["peak_mem_gib"],
                    peak_reserved_gib=arms.mem.peak_reserved_gib(), decode_speedup_vs_eager=1.0,
@@ -215,7 +222,7 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], emit: Callable[[dict], 
                 arms.peak_gib = arms.mem.peak_gib()  # CUDA-graph pools are filled in the warm-up
                 arms.calls_per_window(eager)
                 (e_arm, e_log), (c_arm, c_log) = arms.arm(eager, calls, False), arms.arm(compiled, calls, True)
-                m = matching.run_matched([e_arm, c_arm], t.measure.windows, _wait_s(wb))
+                m = matching.run_matched([e_arm, c_arm], t.measure.windows, _wait_s(wb), _target_pct(wb))
             except Exception as e:
                 raise classify(e, "run") from e
     finally:

@@ -11,6 +11,8 @@ EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds
 from __future__ import annotations
 
 import json
+import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,28 @@ MIN_STATE_PAIRS = 3
 """Fewest slow pairs a slow-state speedup is taken from."""
 EXTRA_ROUNDS = 2
 """At most this many times the planned windows are timed again, while too few pairs are fast."""
+PRECISION_ROUNDS = 5
+"""With a precision target, at most this many times the planned windows are timed again in all."""
+DEFAULT_GPU_TARGET_SE_PCT = 2.5
+
+
+def median_se_pct(per_iter_s: list[float]) -> float | None:
+    """Standard error of the median of `per_iter_s`, in percent of it: the normal approximation
+    (1.2533 sigma / sqrt(n)) with sigma from the median absolute deviation, which a few windows
+    slowed by a neighbour do not inflate. None under three windows."""
+    if len(per_iter_s) < 3:
+        return None
+    med = statistics.median(per_iter_s)
+    mad = statistics.median(abs(x - med) for x in per_iter_s)
+    return 1.2533 * 1.4826 * mad / math.sqrt(len(per_iter_s)) / med * 100.0 if med > 0 else None
+
+
+def target_se_pct(value: float | None, device_type: str) -> float | None:
+    """measure.target_se_pct, or its default: DEFAULT_GPU_TARGET_SE_PCT on a GPU, none on the CPU
+    (its windows are not gated, and a busy small host would time every trial to the cap); 0: none."""
+    if value is None:
+        return DEFAULT_GPU_TARGET_SE_PCT if device_type == "cuda" else None
+    return value or None
 
 
 @dataclass
@@ -54,6 +78,17 @@ class Matched:
     def headline(self, k: int) -> WindowStats:
         return self.arms[k].subset(self.fast) if self.state == "fast" else self.arms[k]
 
+    def se_pct(self, k: int) -> float | None:
+        """The standard error of arm k's headline median step, in percent (`median_se_pct`)."""
+        return median_se_pct(self.headline(k).per_iter_s)
+
+    def imprecise(self, target_pct: float | None) -> bool:
+        """Some arm's headline median is known less precisely than `target_pct` (None: no target)."""
+        if target_pct is None:
+            return False
+        errors = [self.se_pct(k) for k in range(len(self.arms))]
+        return any(e is None or e > target_pct for e in errors)
+
     @property
     def slow_windows_pct(self) -> float:
         flags = [witness.is_slow(r, self.ref_ms) for a in self.arms for r in a.witness_ms]
@@ -69,6 +104,7 @@ class Matched:
             row[f"{prefix}witness_ms"] = witness.median_or_none(self.headline(k).witness_ms)
             row[f"{prefix}gpu_clock_mhz"] = self.headline(k).median_clock_mhz
             row[f"{prefix}launch_witness_ms"] = witness.median_or_none(self.headline(k).launch_ms)
+            row[f"{prefix}median_se_pct"] = self.se_pct(k)
         arms = list(zip(prefixes, self.arms, strict=True))
         row["windows_json"] = json.dumps({
             "ref_ms": round(self.ref_ms, 4),
@@ -126,25 +162,26 @@ def wait_allowance_s(host_wait_s: float | None, device_type: str) -> float:
 DEFAULT_GPU_WAIT_S = 30.0
 GATE_PAUSE_S = 0.01
 GATE_START_READINGS = 10
-SURVEY_S = 3.0
+SURVEY_S = 8.0
 """A host's first gated trial reads the witness this long before its first round."""
 
 
-def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0) -> Matched:
-    """Time `windows` alternated rounds of the arms, then more (at most EXTRA_ROUNDS x windows)
-    while fewer than `windows` pairs ran at the host's fast state; with `wait_s`, each round
-    first waits for the fast state (`HostGate`), at most `wait_s` in all."""
+def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0, target_pct: float | None = None) -> Matched:
+    """Time `windows` alternated rounds of the arms, then more while fewer than `windows` pairs ran
+    at the host's fast state (at most EXTRA_ROUNDS x windows more) or, with `target_pct`, while an
+    arm's headline median is less precise than that (at most PRECISION_ROUNDS x windows more); with
+    `wait_s`, each round first waits for the fast state (`HostGate`), at most `wait_s` in all."""
     gate = HostGate(wait_s) if wait_s > 0 else None
     before = gate or witness.probe_ms
     stats = run_interleaved(arms, windows, before)
-    timed = windows
+    timed, cap = windows, windows * (1 + (EXTRA_ROUNDS if target_pct is None else PRECISION_ROUNDS))
     while True:
         m = Matched.of(stats)
         m.waited_s = gate.waited_s if gate is not None else 0.0
         missing = windows - len(m.fast)
-        if missing <= 0 or timed >= windows * (1 + EXTRA_ROUNDS):
+        if (missing <= 0 and not m.imprecise(target_pct)) or timed >= cap:
             return m
-        more = run_interleaved(arms, min(missing, windows * (1 + EXTRA_ROUNDS) - timed), before)
+        more = run_interleaved(arms, min(max(missing, windows // 2, 1), cap - timed), before)
         timed += len(more[0].window_s)
         stats = [a.extended(b) for a, b in zip(stats, more, strict=True)]
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from sweeper.measure import gpu_lock, gpu_util, matching, witness
+from sweeper.measure.failures import classify
 from sweeper.measure.feeds import BatchStream, FixedBatch
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.inductor_options import compile_kwargs
@@ -25,34 +26,6 @@ from sweeper.measure.timing import Arm, WindowStats, calibrate, run_windows, spe
 from sweeper.measure.workbench import Workbench
 
 log = logging.getLogger(__name__)
-_OOM_TEXT = ("out of memory", "can't allocate memory")  # CUDA/HIP; torch's CPU allocator
-
-
-class TrialFailed(Exception):
-    def __init__(self, status: str, error: str):
-        super().__init__(error)
-        self.status, self.error = status, error
-
-
-def describe(exc: BaseException) -> str:
-    return text if len(text := f"{type(exc).__name__}: {exc}".strip()) <= 4000 else text[:4000] + " [...]"
-
-
-def is_oom(exc: BaseException) -> bool:
-    seen: set[int] = set()
-    e: BaseException | None = exc
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, (torch.cuda.OutOfMemoryError, MemoryError)) or any(m in str(e).lower() for m in _OOM_TEXT):
-            return True
-        e = e.__cause__ or e.__context__ or getattr(e, "inner_exception", None)
-    return False
-
-
-def classify(exc: BaseException, stage: str) -> TrialFailed:
-    if is_oom(exc):
-        return TrialFailed("oom", describe(exc))
-    return TrialFailed("compile_error" if stage == "compile" else "runtime_error", describe(exc))
 
 
 Feed = FixedBatch | BatchStream
@@ -123,10 +96,13 @@ def _timing_row(ctx: Context, prefix: str, stats: WindowStats) -> dict[str, Any]
     return row
 
 
-def _wait_s(wb: Workbench, part: str) -> float:
-    """The host-speed wait of the windows that count; none for a compiled trial's eager-alone fallback."""
-    counts = part == "compiled" or wb.trial.mode == "eager"
-    return matching.wait_allowance_s(wb.trial.measure.host_wait_s, wb.device.type) if counts else 0.0
+def _host_rules(wb: Workbench, part: str) -> tuple[float, float | None]:
+    """The host-speed wait and the precision target of the windows that give the row's figures;
+    neither for a compiled trial's eager-alone fallback (`matching.run_matched`)."""
+    if part != "compiled" and wb.trial.mode != "eager":
+        return 0.0, None
+    m, kind = wb.trial.measure, wb.device.type
+    return matching.wait_allowance_s(m.host_wait_s, kind), matching.target_se_pct(m.target_se_pct, kind)
 
 
 def measure_eager(ctx: Context) -> WindowStats:
@@ -136,7 +112,7 @@ def measure_eager(ctx: Context) -> WindowStats:
     try:
         iters = ctx.feed.warm_up(wb.model, ctx.row, "eager_")
         arm, watch = ctx.arm(wb.model, iters)
-        matched = matching.run_matched([arm], ctx.feed.windows, _wait_s(wb, "eager"))
+        matched = matching.run_matched([arm], ctx.feed.windows, *_host_rules(wb, "eager"))
     except Exception as e:
         raise classify(e, "run") from e
     stats = matched.headline(0)
@@ -171,7 +147,7 @@ def _steady_vs_eager(ctx: Context, compiled: torch.nn.Module, eager_iters: int,
     peak = mem.peak_gib()
     ctx.feed.warm_up(wb.model, ctx.row, "eager_")  # eager last ran before the compile
     (eager_arm, eager_watch), (compiled_arm, watch) = ctx.arm(wb.model, eager_iters), ctx.arm(compiled, iters, mem)
-    matched = matching.run_matched([eager_arm, compiled_arm], ctx.feed.windows, _wait_s(wb, "compiled"))
+    matched = matching.run_matched([eager_arm, compiled_arm], ctx.feed.windows, *_host_rules(wb, "compiled"))
     eager, stats = matched.headline(0), matched.headline(1)
     slow = matching.slow_throughputs(matched, ["eager_", ""], ctx.feed.items_per_iter())
     ctx.row.update(eager_watch.util.as_row("eager_"), **watch.util.as_row(""), **matched.row(["eager_", ""]), **slow,
@@ -243,7 +219,7 @@ EAGER_BASELINE = {"speedup_vs_eager": 1.0, "speedup_ci_low": 1.0, "speedup_ci_hi
 def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
     row = ctx.row
     for k in ("throughput_items_s", "latency_p50_ms", "peak_mem_gib", "witness_ms", "gpu_clock_mhz",
-              "launch_witness_ms", "throughput_slow_items_s", *gpu_util.COLUMNS):
+              "launch_witness_ms", "throughput_slow_items_s", "median_se_pct", *gpu_util.COLUMNS):
         row[k] = row[f"eager_{k}"]
     row.update(_timing_row(ctx, "", eager), peak_mem_compile_gib=row["eager_peak_mem_gib"],
                peak_reserved_gib=ctx.tracker().peak_reserved_gib(), **EAGER_BASELINE)

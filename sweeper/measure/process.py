@@ -26,8 +26,9 @@ import torch
 from sweeper import envinfo
 from sweeper.measure import SPAWN_TIME_ENV, aoti, generate, gpu_lock, megacache
 from sweeper.measure.epoch import epoch_columns
+from sweeper.measure.failures import TrialFailed, classify
 from sweeper.measure.inductor_options import options_row, unknown_keys
-from sweeper.measure.pipeline import TrialFailed, classify, measure
+from sweeper.measure.pipeline import measure
 from sweeper.measure.regions import plan_regions, scope_row
 from sweeper.measure.workbench import build_workbench
 from sweeper.results.files import write_json

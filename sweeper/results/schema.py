@@ -138,6 +138,8 @@ COLUMNS: list[Column] = [
     Column("witness_ref_ms", FLOAT, "The host's fast-state reading the trial judged its windows by (the fastest any process on the host had seen, or its own); a window reading over 1.25x that ran in the slow state."),
     Column("slow_windows_pct", FLOAT, "Timed windows (both arms) whose witness read the host's slow state, in percent."),
     Column("host_state", STR, "fast: the headline figures compare only pairs of alternated windows that both ran at the host's fast state; slow: too few did, the headline uses every pair."),
+    Column("median_se_pct", FLOAT, "Standard error of the headline's median step, in percent of it, over the windows the headline uses (1.2533 x 1.4826 x MAD / sqrt(windows)): how precisely the throughput is known (measure.target_se_pct times more windows while it is above the target)."),
+    Column("eager_median_se_pct", FLOAT, "The same for the trial's eager windows; the self-check's drift limit widens to twice the combined error of the two baselines it compares."),
     Column("matched_pairs", INT, "Pairs of alternated windows the headline figures (throughputs, speedup and its interval) were taken from."),
     Column("host_wait_s", FLOAT, "Seconds the timed windows waited for the host's CPUs to read their fast state before a round (measure.host_wait_s bounds it; 0: none needed or none allowed)."),
     Column("speedup_slow", FLOAT, "The speedup over the pairs whose windows both ran at the host's slow state; null: fewer than 3 such pairs."),

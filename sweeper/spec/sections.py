@@ -188,7 +188,6 @@ class Axes(Strict):
     """GPU types to run every setting on, by Ray's node resource `accelerator_type:<NAME>` (e.g. A100,
     H100): each setting becomes one trial per type, placed on a node of that type. None: wherever Ray
     places it."""
-
     new_tokens: list[PositiveInt] = Field(default_factory=lambda: [32])
     """Tokens decoded greedily after the prompt (phase generate only; seq_len is the prompt's length)."""
     cache: list[Cache] = Field(default_factory=lambda: ["static"])
@@ -283,6 +282,9 @@ class MeasureSpec(Strict):
     state (the host-speed witness reads it before each round of alternated windows). None: 30 on a
     GPU, where a launch-bound eager step follows the host's speed and a CUDA-graph replay does not;
     0 on the CPU, where both arms slow alike. 0: time at whatever speed the host runs."""
+    target_se_pct: Annotated[float, Field(ge=0)] | None = None
+    """More rounds are timed (up to 6x `windows`) while the standard error of an arm's headline median step is
+    above this percentage. None: 2.5 on a GPU (a launch-bound step's windows spread 10-15%), off on CPU; 0: off."""
     trace: bool = False
     """Keep each compiled trial's TORCH_TRACE log of its cold compile (RESULTS/traces, `sweeper trace`).
     Tracing costs compile time, so a traced trial has an id of its own."""
@@ -295,4 +297,4 @@ class MeasureSpec(Strict):
 
 
 _LATER_MEASURE_SETTINGS = ("compile_threads", "memory_cap_gib", "gpu_util", "epoch_images", "epoch_sequences", "trace",
-                           "megacache_warm_start", "host_wait_s")
+                           "megacache_warm_start", "host_wait_s", "target_se_pct")

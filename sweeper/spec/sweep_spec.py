@@ -108,6 +108,8 @@ class SweepSpec(Strict):
             del found["axes"]["accelerator_type"]
         if self.resources.trials_per_gpu == 1:
             del found["resources"]["trials_per_gpu"]
+        if self.measure.target_se_pct is None:
+            del found["measure"]["target_se_pct"]
         return found
 
     @staticmethod

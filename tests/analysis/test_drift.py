@@ -70,3 +70,18 @@ def test_a_rows_own_eager_spread_wins_over_the_eager_trials():
     assert baseline_spread_pct(rows)[1] == pytest.approx(1.0)
     low, high = reported_interval(rows)
     assert (low[1], high[1]) == pytest.approx((3.0 * (1 - RUN_TO_RUN_FLOOR), 3.0 * (1 + RUN_TO_RUN_FLOOR)))
+
+
+def test_the_drift_limit_widens_to_twice_the_combined_error_of_the_two_medians_compared():
+    from sweeper.analysis.drift import DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR, SE_FACTOR, drift_limit_pct
+
+    rows = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=93.0)  # a stable baseline, 7% off
+    assert drift_limit_pct(rows)[1] == pytest.approx(max(DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR * 100))  # no errors
+    precise = rows.assign(eager_median_se_pct=[1.0, 1.0])
+    assert drift_limit_pct(precise)[1] == pytest.approx(max(DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR * 100))
+    noisy = rows.assign(eager_median_se_pct=[3.0, 4.0])  # the eager trial's median +-3%, the row's +-4%
+    assert drift_limit_pct(noisy)[1] == pytest.approx(SE_FACTOR * 5.0)
+    from sweeper.analysis.frames import prepare
+
+    assert prepare(precise)["drift_cause"][1] is not None  # 7% past a 5% limit: not established
+    assert prepare(noisy)["drift_cause"][1] is None  # inside what the two medians' own noise allows
