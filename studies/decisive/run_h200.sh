@@ -7,6 +7,8 @@
 #  witness   benchmarks/witness_check.py: the witness against a launch-bound step, its cost on a GPU-bound one
 #  topo      the host's CPU/NUMA/GPU topology (lscpu, nvidia-smi topo -m, per-CPU MHz)
 #  core      studies/decisive/core_check.py in three fresh processes: the eager step pinned to each CPU
+#  pcheck    studies/decisive/process_check.py three times: fresh processes of one eager step taking turns
+#            on the GPU a window each (two never compile, one compiles: reduce-overhead twice, default once)
 #  alt alt_nc studies/decisive/alternation_check.py: an eager step's speed beside each neighbour
 #            (back to back, compiled windows, a GPU-only wait, a sleep); alt_nc: in a process that never compiled
 #  r1 r2 r3  studies/decisive/launch_bound.yaml three times, one trial per GPU
@@ -41,6 +43,8 @@ stage host python3 -m sweeper calibrate --seconds 20 --processes 4 -o "$out/host
 stage witness python3 -m benchmarks.witness_check --out "$out/witness.json"
 stage topo bash -c 'lscpu; nvidia-smi topo -m; grep MHz /proc/cpuinfo; cat /sys/devices/system/cpu/cpu*/topology/thread_siblings_list'
 stage core bash -c "for p in 1 2 3; do python3 -m studies.decisive.core_check --out $out/core_\$p.json; done"
+stage pcheck bash -c "for r in reduce-overhead reduce-overhead default; do python3 -m studies.decisive.process_check \
+  --roles plain,plain,\$r --out $out/pcheck_\$r.\$RANDOM.json; done"
 stage alt python3 -m studies.decisive.alternation_check --out "$out/alternation.json"
 stage alt_nc python3 -m studies.decisive.alternation_check --no-compile --out "$out/alternation_nc.json"
 stage memory python3 -m benchmarks.peak_memory_check --modes eager default --out "$out/memory.json"
