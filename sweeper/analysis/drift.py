@@ -10,73 +10,22 @@ moved the baseline inside the trial and the speedup is not established; the caus
 The in-trial interval (paired bootstrap, at least +-2%) sees only what changed inside one trial. The
 reported interval (`speedup_low`/`_high`) widens it to at least the run-to-run floor (wider over an
 unstable, launch-bound baseline) and to the speedup against the other measurements of the baseline.
-A host profile (`sweeper calibrate`) replaces the floors with its own. Pure pandas.
+The floors are `sweeper.analysis.floors`'; a host profile (`sweeper calibrate`) replaces them. Pure pandas.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from sweeper.analysis.floors import STABLE_SPREAD_PCT, floors
 from sweeper.results.schema import WITNESS_SLOW_FACTOR
 
 MATCH_KEYS = ["sweep_id", "model", "phase", "precision", "batch_size", "seq_len", "workload", "bucketing",
               "device_name", "accelerator_type", "matmul_precision", "new_tokens", "cache"]
 """What makes an eager trial the baseline of a compiled row: same sweep, same work, same device."""
-
-STABLE_SPREAD_PCT = 5.0
-"""A baseline whose timed windows spread less than this ((max - min) / median) is stable."""
-RUN_TO_RUN_FLOOR = 0.04
-"""Least half-width of the reported interval of any compiled row, as a fraction: the largest
-difference between two runs' speedups of one setting whose eager windows held still, measured
-on 2x H200 (the truth study's README; `sweeper calibrate` measures a host of your own)."""
-UNSTABLE_BASELINE_FLOOR = 0.09
-"""The same over an unstable baseline (eager windows spread STABLE_SPREAD_PCT or more)."""
-
-
-@dataclass(frozen=True)
-class Floors:
-    """The least half-widths of reported intervals, as fractions, and where they were measured."""
-
-    run_to_run: float = RUN_TO_RUN_FLOOR
-    unstable_baseline: float = UNSTABLE_BASELINE_FLOOR
-    source: str = "measured on 2x H200 (studies/truth/results)"
-
-
-_floors = [Floors()]
-
-
-def floors() -> Floors:
-    """The floors in force: a host profile's, inside `host_floors`, else the module's."""
-    return _floors[-1]
-
-
-def read_profile(path: Path) -> Floors:
-    """The floors of a host profile written by `sweeper calibrate` (ValueError naming the file)."""
-    try:
-        data = json.loads(Path(path).read_text())
-        return Floors(float(data["run_to_run_floor"]), float(data["unstable_baseline_floor"]),
-                      f"host profile {path} ({data.get('hostname', '?')}, {data.get('measured_at', '?')})")
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"host profile {path} is not readable: {e}") from e
-
-
-@contextlib.contextmanager
-def host_floors(profile: Floors | None) -> Iterator[None]:
-    """Use a host profile's floors for the analysis inside the block (None: the module's)."""
-    _floors.append(profile or _floors[0])
-    try:
-        yield
-    finally:
-        _floors.pop()
-
 
 class _EagerTrials:
     """The ok eager trials of each row's context, matched once per frame: the context key is
@@ -122,12 +71,20 @@ def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
 def at_fast_state(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
     """Per row: a witness `reading` of it was at the host's fast state (within WITNESS_SLOW_FACTOR of
     the fastest reference of its host); True for rows without witness readings (older rows)."""
-    ref = _num(df, "witness_ref_ms")
-    host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
-    fastest = ref.groupby(host).transform("min")
     state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    fast = (reading <= fastest * WITNESS_SLOW_FACTOR) & state.ne("slow")
-    return fast.where(reading.notna() & fastest.notna(), True).astype(bool)
+    fast = _read_fast(df, reading) & state.ne("slow")
+    return fast.where(reading.notna() & _host_fastest(df).notna(), True).astype(bool)
+
+
+def _host_fastest(df: pd.DataFrame) -> pd.Series:
+    """Per row: the fastest witness reference any row of its host recorded."""
+    host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
+    return _num(df, "witness_ref_ms").groupby(host).transform("min")
+
+
+def _read_fast(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
+    """Per row: `reading` was within WITNESS_SLOW_FACTOR of its host's fastest; False without one."""
+    return (reading <= _host_fastest(df) * WITNESS_SLOW_FACTOR).fillna(False).astype(bool)
 
 
 def _num(df: pd.DataFrame, column: str) -> pd.Series:
@@ -160,14 +117,15 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
     """Per compiled row: the eager throughput its in-trial baseline is checked against, and the host
     state of the comparison.
 
-    Every ok row of a context measured its eager baseline once: the eager trial alone, each
-    compiled trial alternated with its compiled windows. A compiled row's baseline is checked
-    against the eager trial where that ran at the same host speed, else against the median of the
-    context's other measurements at that speed: those read at the host's fast state when its own
-    did ("fast"); else the slow-state figures where both sides have them ("slow"); else all of
-    them, the eager trial first ("mismatched": no common state). An eager trial taken while the
-    host ran slow throughout (it has no compile to outlast a slow stretch) then no longer
-    undecides every compiled row of its context.
+    The context's uncompiled measurements of its eager step come first: the eager trial's, and each
+    compiled trial's eager windows timed before its compile (`eager_alone_*`): processes that had not
+    compiled, at several moments of the sweep. Where the row ran at the host's fast state, its
+    reference is their median at that state ("fast"): one process timed in a stretch of seconds that
+    ran unusually fast or slow no longer decides every row of its context. Rows without those figures
+    (older rows) are checked against the eager trial where that ran at the same host speed, else
+    against the median of the context's other measurements at that speed: those read at the host's
+    fast state when its own did; else the slow-state figures where both sides have them ("slow"); else
+    all of them, the eager trial first ("mismatched": no common state).
     """
     trials = trials or _EagerTrials(df)
     ok = df["status"].eq("ok")
@@ -178,16 +136,20 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
 
     base, slow = baseline("throughput_items_s").where(ok), baseline("throughput_slow_items_s").where(ok)
     fast = at_fast_state(df, baseline("witness_ms")) & ok
+    alone = _num(df, "eager_alone_throughput_items_s").where(ok & ~eager_row)
+    alone_fast = _read_fast(df, _num(df, "eager_alone_witness_ms")) & alone.notna()
+    pure = np.where(eager_row & fast, base, np.where(alone_fast, alone, np.nan))  # uncompiled, at the fast state
     compiled = (ok & ~eager_row).to_numpy()
     arrays = [eager_row.to_numpy(), base.to_numpy(), slow.to_numpy(), fast.to_numpy()]
     reference, state = np.full(len(df), np.nan), np.full(len(df), None, dtype=object)
+    has_alone = alone.notna().to_numpy()
     for idx in df.groupby(trials.key.to_numpy(), sort=False).indices.values():  # positions: labels may repeat
-        for i in idx:
-            if compiled[i] and np.isfinite(arrays[1][i]):
-                others = [j for j in idx if j != i and np.isfinite(arrays[1][j])]
-                found = _reference(i, others, *arrays)
-                if found is not None:
-                    reference[i], state[i] = found
+        uncompiled = pure[idx][np.isfinite(pure[idx])]
+        for i in (i for i in idx if compiled[i] and np.isfinite(arrays[1][i])):
+            if arrays[3][i] and has_alone[idx].any() and len(uncompiled):
+                reference[i], state[i] = float(np.median(uncompiled)), "fast"
+            elif (found := _reference(i, [j for j in idx if j != i and np.isfinite(arrays[1][j])], *arrays)):
+                reference[i], state[i] = found
     return {"reference": pd.Series(reference, index=df.index, dtype="float64"),
             "state": pd.Series(state, index=df.index, dtype="object")}
 

@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from sweeper.analysis.drift import DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR
+from sweeper.analysis.drift import DRIFT_LIMIT_PCT
+from sweeper.analysis.floors import RUN_TO_RUN_FLOOR
 from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.results.schema import EAGER
 
@@ -29,7 +30,7 @@ CONTEXT = ["model", "phase", "precision", "device_name", "accelerator_type", "wo
 
 TIE_BAND_PCT = round(100 * RUN_TO_RUN_FLOOR, 6)
 """Speedups and time differences within this many percent are ties, whatever the noise: the
-run-to-run range of one setting (`drift.RUN_TO_RUN_FLOOR`), also for rows without an interval."""
+run-to-run range of one setting (`floors.RUN_TO_RUN_FLOOR`), also for rows without an interval."""
 CHANGE_PCT = 5.0
 """A change between two result sets counts beyond this many percent (compare)."""
 COMPILE_FLOOR_S = 0.5

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import get_args
 
-from sweeper.analysis import drift, generate_workload, recommend_text
+from sweeper.analysis import floors, generate_workload, recommend_text
 from sweeper.analysis.generate_workload import GenerateWorkload, GenerateWorkloadError
 from sweeper.analysis.recommend import RecommendError, recommend_all
 from sweeper.api.results import check_limits
@@ -89,10 +89,10 @@ def _with_floors(command):
     """Run `command(args)` with the interval floors of --host-profile (an unreadable one: one line)."""
     def run(args: argparse.Namespace) -> int:
         try:
-            profile = drift.read_profile(args.host_profile) if args.host_profile else None
+            profile = floors.read_profile(args.host_profile) if args.host_profile else None
         except ValueError as e:
             return _fail(e)
-        with drift.host_floors(profile):
+        with floors.host_floors(profile):
             return command(args)
     return run
 

@@ -24,7 +24,7 @@ from sweeper.measure.failures import TrialFailed, classify
 from sweeper.measure.health import Health, watch_compiles
 from sweeper.measure.memory import DeviceNeed, MemoryTracker
 from sweeper.measure.neighbours import BusyWindows, compile_marker
-from sweeper.measure.pipeline import EAGER_BASELINE, relative_to_eager
+from sweeper.measure.pipeline import EAGER_BASELINE, eager_alone, relative_to_eager
 from sweeper.measure.timing import Arm, calibrate, speedup_interval, timed_call
 from sweeper.measure.workbench import Workbench
 
@@ -283,6 +283,7 @@ def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]],
     mark("eager")
     emit(row)
     if t.mode != "eager":
+        row.update(eager_alone(row))
         measure_compiled(wb, row, emit, arms, eager, base)
         mark("compiled")
     row.update(need.as_row(), host_busy_windows_pct=arms.busy.busy_pct)

@@ -6,7 +6,7 @@ Then a launch-bound eager step (a stack of tiny layers: hundreds of small kernel
 fresh processes, one after the other, each with the witness around every window. The floors are
 how far one process's median step lies from the others' (rounded up to a whole percent): at
 the fast state only (what a matched comparison sees), and over every window (what an unmatched
-one sees). The analysis uses them instead of its defaults (`drift.read_profile`).
+one sees). The analysis uses them instead of its defaults (`sweeper.analysis.floors.read_profile`).
 """
 
 from __future__ import annotations

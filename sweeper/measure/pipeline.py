@@ -227,6 +227,13 @@ def measure_eager_only(ctx: Context, eager: WindowStats) -> None:
         row.update(stream_s=row["eager_stream_s"], stream_speedup_vs_eager=1.0)
 
 
+def eager_alone(row: dict[str, Any]) -> dict[str, Any]:
+    """A compiled trial's eager figures timed before its compile (the alternated ones replace them):
+    one more measurement of its context's uncompiled baseline, by a process that had not compiled yet
+    (`sweeper.analysis.drift.baseline_consensus`)."""
+    return {f"eager_alone_{k}": row.get(f"eager_{k}") for k in ("throughput_items_s", "witness_ms", "median_se_pct")}
+
+
 def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None = None) -> None:
     """Compile again in this (new) process, whose inductor cache the cold run filled. A stream
     times the compile of its first batch's shape. The warm compile is the first call less one
@@ -271,6 +278,7 @@ def measure(wb: Workbench, row: dict[str, Any], emit: Callable[[dict[str, Any]],
         if wb.trial.mode == "eager":
             measure_eager_only(ctx, eager)
         else:
+            row.update(eager_alone(row))
             measure_compiled(ctx, eager)
             mark("compiled")
     row.update(need.as_row(), host_busy_windows_pct=ctx.busy.busy_pct)

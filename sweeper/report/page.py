@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from sweeper.analysis import drift, frames, ranking
+from sweeper.analysis import floors, frames, ranking
 from sweeper.analysis.compare import compare_runs
 from sweeper.analysis.pareto import pareto_front
 from sweeper.analysis.recommend import recommend_context
@@ -220,7 +220,7 @@ def _overview(summary: pd.DataFrame, page: _Page) -> str:
     return ("<h2>Overview</h2>" f'<nav class="models">{nav}</nav>' + _selector(summary)
             + f'<p>{"; ".join(lines)}. Each context\'s choice is the setting <code>sweeper recommend</code> '
             "prints for it: the fewest seconds per item in a long run (compile paid back), accurate trials "
-            "only.</p>" + figs.reading_key(drift.RUN_TO_RUN_FLOOR, drift.UNSTABLE_BASELINE_FLOOR)
+            "only.</p>" + figs.reading_key(floors.RUN_TO_RUN_FLOOR, floors.UNSTABLE_BASELINE_FLOOR)
             + page.plot(figs.overview_bars(summary), "No accurate compiled trial: no speedup to show.")
             + tables.summary_table(summary))
 

@@ -41,7 +41,8 @@ def _context_rows(eager_spread_pct: float, in_trial_eager_items_s: float) -> pd.
 
 
 def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eager_trial():
-    from sweeper.analysis.drift import RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR, eager_trial_speedup, reported_interval
+    from sweeper.analysis.drift import eager_trial_speedup, reported_interval
+    from sweeper.analysis.floors import RUN_TO_RUN_FLOOR, UNSTABLE_BASELINE_FLOOR
     from sweeper.measure.timing import IN_TRIAL_FLOOR
 
     assert IN_TRIAL_FLOOR < RUN_TO_RUN_FLOOR < UNSTABLE_BASELINE_FLOOR
@@ -64,7 +65,8 @@ def test_reported_interval_widens_over_an_unstable_baseline_and_reaches_the_eage
 
 
 def test_a_rows_own_eager_spread_wins_over_the_eager_trials():
-    from sweeper.analysis.drift import RUN_TO_RUN_FLOOR, baseline_spread_pct, reported_interval
+    from sweeper.analysis.drift import baseline_spread_pct, reported_interval
+    from sweeper.analysis.floors import RUN_TO_RUN_FLOOR
 
     rows = _context_rows(eager_spread_pct=30.0, in_trial_eager_items_s=100.0).assign(eager_spread_pct=[30.0, 1.0])
     assert baseline_spread_pct(rows)[1] == pytest.approx(1.0)
@@ -73,7 +75,8 @@ def test_a_rows_own_eager_spread_wins_over_the_eager_trials():
 
 
 def test_the_drift_limit_widens_to_twice_the_combined_error_of_the_two_medians_compared():
-    from sweeper.analysis.drift import DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR, SE_FACTOR, drift_limit_pct
+    from sweeper.analysis.drift import DRIFT_LIMIT_PCT, SE_FACTOR, drift_limit_pct
+    from sweeper.analysis.floors import RUN_TO_RUN_FLOOR
 
     rows = _context_rows(eager_spread_pct=1.0, in_trial_eager_items_s=93.0)  # a stable baseline, 7% off
     assert drift_limit_pct(rows)[1] == pytest.approx(max(DRIFT_LIMIT_PCT, RUN_TO_RUN_FLOOR * 100))  # no errors

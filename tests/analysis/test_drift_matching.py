@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sweeper.analysis import drift
+from sweeper.analysis import drift, floors
 
 BASE = {"sweep_id": "s", "model": "m", "phase": "infer", "precision": "bf16", "seq_len": None, "workload": None,
         "bucketing": "none", "device_name": "H200", "matmul_precision": "high", "status": "ok", "batch_size": 16,
@@ -76,9 +76,31 @@ def test_a_host_profile_replaces_the_floors(tmp_path):
                {"throughput_items_s": 200.0, "eager_throughput_items_s": 100.0, "speedup_ci_low": 1.99,
                 "speedup_ci_high": 2.01})
     wide = drift.self_check(df)["speedup_low"][1]
-    with drift.host_floors(drift.read_profile(path)):
+    with floors.host_floors(floors.read_profile(path)):
         narrow = drift.self_check(df)["speedup_low"][1]
-    assert wide == pytest.approx(2.0 * (1 - drift.RUN_TO_RUN_FLOOR)) and narrow == pytest.approx(1.96)
+    assert wide == pytest.approx(2.0 * (1 - floors.RUN_TO_RUN_FLOOR)) and narrow == pytest.approx(1.96)
     path.write_text("{}")
     with pytest.raises(ValueError, match=r"host profile .* is not readable"):
-        drift.read_profile(path)
+        floors.read_profile(path)
+
+
+def test_an_eager_trial_timed_in_an_unusually_fast_stretch_no_longer_decides_its_context_alone():
+    # the eager trial ran 2 s, in a fast stretch of the host; both compiled trials timed the same eager
+    # step before their compile (uncompiled, other moments) and alternated with their compiled windows
+    eager = {**BASE, "mode": "eager", "eager_spread_pct": 1.0, "host_state": "fast", "throughput_items_s": 1333.0,
+             "eager_throughput_items_s": 1333.0, "witness_ms": 1.05}
+    compiled = [{**BASE, "mode": mode, "eager_spread_pct": 1.0, "host_state": "fast", "witness_ms": 1.0,
+                 "eager_witness_ms": 1.0, "throughput_items_s": 2000.0, "eager_throughput_items_s": in_trial,
+                 "speedup_vs_eager": 2000.0 / in_trial} for mode, in_trial in (("default", 1140.0),
+                                                                             ("reduce-overhead", 1150.0))]
+    old = pd.DataFrame([eager, *compiled])
+    checked = drift.self_check(old)  # rows without the figures of the eager windows before the compile
+    assert checked["baseline_drift_pct"][1] == pytest.approx(-14.5, abs=0.1) and checked["drift_cause"][1]
+    alone = old.assign(eager_alone_throughput_items_s=[None, 1160.0, 1145.0],
+                       eager_alone_witness_ms=[None, 1.1, 1.0])
+    checked = drift.self_check(alone)  # the median of 1333, 1160 and 1145: one stretch no longer decides
+    assert checked["baseline_drift_pct"][1] == pytest.approx((1140.0 / 1160.0 - 1) * 100)
+    assert checked["drift_state"][1] == "fast"
+    assert checked["drift_cause"][1] is None and checked["drift_cause"][2] is None
+    slow_alone = alone.assign(eager_alone_witness_ms=[None, 1.6, 1.6])  # before-compile windows at the slow state
+    assert drift.self_check(slow_alone)["drift_cause"][1]  # not comparable: back to the eager trial
