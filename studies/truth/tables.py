@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from sweeper.analysis.drift import RUN_TO_RUN_FLOOR, STABLE_SPREAD_PCT, UNSTABLE_BASELINE_FLOOR, baseline_spread_pct
+from sweeper.analysis.drift import baseline_spread_pct
+from sweeper.analysis.floors import RUN_TO_RUN_FLOOR, STABLE_SPREAD_PCT, UNSTABLE_BASELINE_FLOOR
 from sweeper.analysis.frames import prepare
 from sweeper.analysis.ranking import DRIFT_LIMIT_PCT
 from sweeper.results.store import read_results
