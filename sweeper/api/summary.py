@@ -54,6 +54,6 @@ def baseline_check(df: Any) -> str:
     for _, r in data[off].iterrows():
         at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
         lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
-                     f"{r['baseline_drift_pct']:+.1f}% vs the others{at}, limit {r['drift_limit_pct']:g}%: "
+                     f"{r['baseline_drift_pct']:+.1f}% vs the others{at}, limit {round(r['drift_limit_pct'], 1):g}%: "
                      f"{r.get('drift_cause') or 'cause unknown'}")
     return "\n".join(lines)
