@@ -114,6 +114,24 @@ def standing(row: pd.Series | dict) -> Standing:
     return Standing(kind, speedup, low, high, source, drift, limit)
 
 
+def host_speed_note(row: pd.Series | dict) -> str:
+    """Where the host's CPUs ran at two speeds during the trial and the speedup differs between them
+    by more than its interval: the headline (fast state) beside the slow state's; or, where the trial
+    ran slow throughout, that its headline is the slow state's. '' otherwise (and for eager rows)."""
+    speedup, slow = _num(row.get("speedup_vs_eager")), _num(row.get("speedup_slow"))
+    slow_pct = _num(row.get("slow_windows_pct"))
+    if row.get("mode") == EAGER or speedup is None:
+        return ""
+    share = f" ({fmt_num(slow_pct)}% of its windows)" if slow_pct is not None else ""
+    if row.get("host_state") == "slow":
+        return (f"measured while this host's CPUs ran slow{share}: {fmt_num(speedup)}x is the slow state's "
+                f"speedup; at full CPU speed it was not measured")
+    low, high = _num(row.get("speedup_low")), _num(row.get("speedup_high"))
+    if slow is None or low is None or high is None or low <= slow <= high:
+        return ""
+    return f"{fmt_num(speedup)}x at full CPU speed, {fmt_num(slow)}x when this host's CPUs ran slow{share}"
+
+
 def run_peak_gib(row: pd.Series | dict) -> float | None:
     """The whole-run peak: the larger of the steady peak and the peak while compiling."""
     values = [_num(row.get("peak_mem_gib")), _num(row.get("peak_mem_compile_gib"))]
@@ -203,6 +221,8 @@ class Candidate:
     """(max - min) / median of the timed windows: how far apart repeated timings fell."""
     noise_pct: float = TIE_BAND_PCT
     """Half-width of the speedup's interval in percent: differences inside it are ties."""
+    host_note: str = ""
+    """The speedup at the host's two CPU speeds where they differ (`host_speed_note`), or ''."""
 
     @property
     def time_s(self) -> float:

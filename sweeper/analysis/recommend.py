@@ -243,7 +243,8 @@ def _candidate(row: dict[str, Any], items: float | None, warm_start: bool = Fals
         seconds_per_item=1.0 / tp, workload_s=ranking.work_s(tp, compile_s, items) if items else None,
         trial_id=_opt_str(row.get("trial_id")), stream=frames.is_stream(row),
         compile_what="compiles over the stream" if frames.is_stream(row) else _compile_what(row, warm_start),
-        spread_pct=_opt_float(row.get("throughput_spread_pct")), noise_pct=standing.noise_pct)
+        spread_pct=_opt_float(row.get("throughput_spread_pct")), noise_pct=standing.noise_pct,
+        host_note=ranking.host_speed_note(row))
 
 
 def _runner_up(ranked: list[Candidate]) -> Candidate | None:

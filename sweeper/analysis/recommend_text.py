@@ -53,8 +53,7 @@ def _describe(c: Candidate, eager: Candidate | None) -> list[str]:
               and c.steady_peak_mem_gib != c.peak_mem_gib else "")
     lines = [f"  {c.setting}: {fmt_num(c.throughput_items_s)} items/s{speed}, "
              f"peak {fmt_num(c.peak_mem_gib)} GiB{steady}, {compile_what} {fmt_num(c.compile_s)} s"]
-    if c.speedup_note:
-        lines.append(f"  {c.speedup_note}")
+    lines += [f"  {note}" for note in (c.speedup_note, c.host_note) if note]
     if c.workload_s is not None:
         vs = ""
         if eager is not None and eager.workload_s is not None and eager is not c:
