@@ -96,13 +96,20 @@ def _timing_row(ctx: Context, prefix: str, stats: WindowStats) -> dict[str, Any]
     return row
 
 
+ALONE_WAIT_S = 10.0
+"""A compiled trial's eager windows before its compile wait at most this long for the host's fast
+state: they are one more member of the self-check's reference, which counts fast-state ones only."""
+
+
 def _host_rules(wb: Workbench, part: str) -> tuple[float, float | None]:
-    """The host-speed wait and the precision target of the windows that give the row's figures;
-    neither for a compiled trial's eager-alone fallback (`matching.run_matched`)."""
-    if part != "compiled" and wb.trial.mode != "eager":
-        return 0.0, None
+    """The host-speed wait and the precision target of the windows that give the row's figures
+    (`matching.run_matched`); a compiled trial's eager windows before its compile (`eager_alone`)
+    get a short wait and no target."""
     m, kind = wb.trial.measure, wb.device.type
-    return matching.wait_allowance_s(m.host_wait_s, kind), matching.target_se_pct(m.target_se_pct, kind)
+    wait_s = matching.wait_allowance_s(m.host_wait_s, kind)
+    if part != "compiled" and wb.trial.mode != "eager":
+        return min(wait_s, ALONE_WAIT_S), None
+    return wait_s, matching.target_se_pct(m.target_se_pct, kind)
 
 
 def measure_eager(ctx: Context) -> WindowStats:
@@ -231,7 +238,9 @@ def eager_alone(row: dict[str, Any]) -> dict[str, Any]:
     """A compiled trial's eager figures timed before its compile (the alternated ones replace them):
     one more measurement of its context's uncompiled baseline, by a process that had not compiled yet
     (`sweeper.analysis.drift.baseline_consensus`)."""
-    return {f"eager_alone_{k}": row.get(f"eager_{k}") for k in ("throughput_items_s", "witness_ms", "median_se_pct")}
+    figures = ("throughput_items_s", "witness_ms", "median_se_pct")
+    alone = {f"eager_alone_{k}": row.get(f"eager_{k}") for k in figures}
+    return {**alone, "eager_alone_wait_s": row.get("host_wait_s")}
 
 
 def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None = None) -> None:

@@ -143,6 +143,7 @@ COLUMNS: list[Column] = [
     Column("eager_alone_throughput_items_s", FLOAT, "A compiled trial's eager throughput timed before its compile (the alternated eager windows replace it as the baseline): one more measurement of the context's uncompiled eager step, by a process that had not compiled yet, for the self-check's consensus."),
     Column("eager_alone_witness_ms", FLOAT, "The host-speed witness of those windows (median)."),
     Column("eager_alone_median_se_pct", FLOAT, "The standard error of their median step, in percent."),
+    Column("eager_alone_wait_s", FLOAT, "Seconds those windows waited for the host's fast state (at most sweeper.measure.pipeline.ALONE_WAIT_S)."),
     Column("matched_pairs", INT, "Pairs of alternated windows the headline figures (throughputs, speedup and its interval) were taken from."),
     Column("host_wait_s", FLOAT, "Seconds the timed windows waited for the host's CPUs to read their fast state before a round (measure.host_wait_s bounds it; 0: none needed or none allowed)."),
     Column("speedup_slow", FLOAT, "The speedup over the pairs whose windows both ran at the host's slow state; null: fewer than 3 such pairs."),

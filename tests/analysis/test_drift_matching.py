@@ -98,9 +98,30 @@ def test_an_eager_trial_timed_in_an_unusually_fast_stretch_no_longer_decides_its
     assert checked["baseline_drift_pct"][1] == pytest.approx(-14.5, abs=0.1) and checked["drift_cause"][1]
     alone = old.assign(eager_alone_throughput_items_s=[None, 1160.0, 1145.0],
                        eager_alone_witness_ms=[None, 1.1, 1.0])
-    checked = drift.self_check(alone)  # the median of 1333, 1160 and 1145: one stretch no longer decides
-    assert checked["baseline_drift_pct"][1] == pytest.approx((1140.0 / 1160.0 - 1) * 100)
+    checked = drift.self_check(alone)  # the median of 1333, 1160, 1145 and the other row's 1150: one
+    assert checked["baseline_drift_pct"][1] == pytest.approx((1140.0 / 1155.0 - 1) * 100)  # stretch no longer decides
+    assert checked["baseline_drift_pct"][2] == pytest.approx((1150.0 / 1152.5 - 1) * 100)  # its own 1150 left out
     assert checked["drift_state"][1] == "fast"
     assert checked["drift_cause"][1] is None and checked["drift_cause"][2] is None
     slow_alone = alone.assign(eager_alone_witness_ms=[None, 1.6, 1.6])  # before-compile windows at the slow state
     assert drift.self_check(slow_alone)["drift_cause"][1]  # not comparable: back to the eager trial
+
+
+def test_the_consensus_counts_other_compiled_trials_in_trial_eager_but_never_the_rows_own():
+    # r3 of the H200 reference arm, bert-base: the eager trial and one before-compile measurement at
+    # the fast state; the other trial's before-compile windows ran slow. The two in-trial eager
+    # figures agree with each other (935, 944) and sit 7-14% under the uncompiled ones
+    eager = {**BASE, "mode": "eager", "eager_spread_pct": 1.0, "host_state": "fast", "throughput_items_s": 1010.6,
+             "eager_throughput_items_s": 1010.6, "witness_ms": 1.0}
+    compiled = [{**BASE, "mode": mode, "eager_spread_pct": 1.0, "host_state": "fast", "witness_ms": 1.0,
+                 "eager_witness_ms": 1.0, "throughput_items_s": 5000.0, "eager_throughput_items_s": in_trial,
+                 "speedup_vs_eager": 5000.0 / in_trial, "eager_alone_throughput_items_s": alone,
+                 "eager_alone_witness_ms": alone_ms}
+                for mode, in_trial, alone, alone_ms in (("default", 935.2, 1084.2, 1.0),
+                                                        ("reduce-overhead", 943.6, 754.3, 2.0))]
+    checked = drift.self_check(pd.DataFrame([eager, *compiled]))
+    # row 1: median(1010.6, 1084.2, 943.6); row 2: median(1010.6, 1084.2, 935.2); the slow 754.3 never
+    assert checked["baseline_drift_pct"][1] == pytest.approx((935.2 / 1010.6 - 1) * 100)
+    assert checked["baseline_drift_pct"][2] == pytest.approx((943.6 / 1010.6 - 1) * 100)
+    alone_only = pd.DataFrame([eager, compiled[0]])  # no other compiled row: the uncompiled ones alone
+    assert drift.self_check(alone_only)["baseline_drift_pct"][1] == pytest.approx((935.2 / 1047.4 - 1) * 100)

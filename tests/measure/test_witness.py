@@ -196,3 +196,23 @@ def test_the_launch_probe_times_kernel_launches_and_leaves_the_gpu_idle():
     read = witness.launch_probe(torch.device("cuda"))
     assert read() > 0
     assert torch.cuda.current_stream().query()
+
+
+def test_a_compiled_trials_eager_windows_before_its_compile_wait_briefly_and_have_no_target():
+    from types import SimpleNamespace
+
+    import torch
+
+    from sweeper.measure import pipeline
+
+    def rules(mode: str, part: str, device: str, host_wait_s=None):
+        measure = SimpleNamespace(host_wait_s=host_wait_s, target_se_pct=None)
+        wb = SimpleNamespace(trial=SimpleNamespace(mode=mode, measure=measure), device=torch.device(device))
+        return pipeline._host_rules(wb, part)
+
+    gpu_default = (matching.DEFAULT_GPU_WAIT_S, matching.DEFAULT_GPU_TARGET_SE_PCT)
+    assert rules("eager", "eager", "cuda") == gpu_default  # the eager trial's figures
+    assert rules("default", "compiled", "cuda") == gpu_default  # the alternated windows
+    assert rules("default", "eager", "cuda") == (pipeline.ALONE_WAIT_S, None)  # before the compile
+    assert rules("default", "eager", "cuda", host_wait_s=2.0) == (2.0, None)  # never past the spec's
+    assert rules("default", "eager", "cpu") == (0.0, None)  # no wait on the CPU
