@@ -31,7 +31,7 @@ def repeats(arm: Path) -> pd.DataFrame:
 def table(df: pd.DataFrame) -> str:
     compiled = df[df["mode"] != "eager"].copy()
     lines = ["| model | mode | repeat | speedup | reported interval | half-width | eager ms/step | host state "
-             "(slow windows, wait) | inside the others' intervals | drift vs eager trial |", "|" + "---|" * 10]
+             "(slow windows, wait) | inside the others' intervals | drift vs reference |", "|" + "---|" * 10]
     for (model, mode), g in compiled.groupby(["model", "mode"]):
         for _, r in g.sort_values("rep").iterrows():
             others = g[g["rep"] != r["rep"]]
