@@ -23,10 +23,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the hogs belong to the controller alone
+        config._cpu_hogs = []  # type: ignore[attr-defined]
+        return
     value = config.getoption("--cpu-hogs")
     count = (os.cpu_count() or 1) if value == "cores" else int(value)
     config._cpu_hogs = [subprocess.Popen([sys.executable, "-c", CPU_HOG], start_new_session=True)  # type: ignore[attr-defined]
                         for _ in range(count)]
+
+
+MAX_WORKERS = 4
+"""`-n auto` (the default, pyproject's addopts) runs one worker per CPU, at most this many: each
+worker starts its own local Ray, and the real sweeps and compiles are CPU-bound."""
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

@@ -119,14 +119,12 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
 
     The context's uncompiled measurements of its eager step come first: the eager trial's, and each
     compiled trial's eager windows timed before its compile (`eager_alone_*`): processes that had not
-    compiled, at several moments of the sweep; and the other compiled rows' in-trial eager windows
-    (a process that compiled times its eager step as fast as one that did not, at the same host
-    speed: studies/decisive/results/precision). Where the row ran at the host's fast state, its
-    reference is their median at that state, its own in-trial figure left out ("fast"): one process
-    timed in a stretch of seconds that ran unusually fast or slow no longer decides every row of its
-    context. Rows without those figures
-    (older rows) are checked against the eager trial where that ran at the same host speed, else
-    against the median of the context's other measurements at that speed: those read at the host's
+    compiled, at several moments of the sweep; and the other compiled rows' in-trial eager windows (a
+    process that compiled times its eager step as one that did not: studies/decisive/results/precision).
+    Where the row ran at the host's fast state, its reference is their median at that state, its own
+    figure left out ("fast"): one process timed in an unusually fast or slow stretch no longer decides.
+    Rows without those figures (older rows) are checked against the eager trial where that ran at the
+    same host speed, else against the median of the context's other measurements at that speed: those read at the host's
     fast state when its own did; else the slow-state figures where both sides have them ("slow"); else
     all of them, the eager trial first ("mismatched": no common state).
     """
@@ -150,13 +148,20 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
         uncompiled = pure[idx][np.isfinite(pure[idx])]
         for i in (i for i in idx if compiled[i] and np.isfinite(arrays[1][i])):
             if arrays[3][i] and has_alone[idx].any() and len(uncompiled):
-                others = [arrays[1][j] for j in idx if j != i and compiled[j] and arrays[3][j]]
-                members = np.concatenate([uncompiled, np.asarray(others, dtype="float64")])
-                reference[i], state[i] = float(np.median(members[np.isfinite(members)])), "fast"
+                reference[i], state[i] = _fast_median(i, idx, uncompiled, compiled, arrays[1], arrays[3]), "fast"
             elif (found := _reference(i, [j for j in idx if j != i and np.isfinite(arrays[1][j])], *arrays)):
                 reference[i], state[i] = found
     return {"reference": pd.Series(reference, index=df.index, dtype="float64"),
             "state": pd.Series(state, index=df.index, dtype="object")}
+
+
+def _fast_median(i: int, idx: np.ndarray, uncompiled: np.ndarray, compiled: np.ndarray, base: np.ndarray,
+                 fast: np.ndarray) -> float:
+    """Row i's reference at the fast state: the median of its context's `uncompiled` measurements and
+    of the other compiled rows' in-trial eager figures read at that state, its own left out."""
+    others = np.asarray([base[j] for j in idx if j != i and compiled[j] and fast[j]], dtype="float64")
+    members = np.concatenate([uncompiled, others])
+    return float(np.median(members[np.isfinite(members)]))
 
 
 def _reference(i: int, others: list, eager_row: np.ndarray, base: np.ndarray, slow: np.ndarray,
