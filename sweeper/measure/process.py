@@ -64,7 +64,7 @@ def run(payload: dict[str, Any], out: Path, warm: bool = False, save_megacache: 
         gpu_lock.hold(gpu_lock.key_for(device, row["trials_per_gpu"]))  # after CUDA's start: it reads the GPU's UUID
         mark("env")
         wb = _workbench(trial, device, mark, row)
-        row["setup_s"] = time.time() - started
+        row["setup_s"] = time.monotonic() - started
         row.update(megacache.load(load_megacache))
         _measure_or_build(wb, row, emit, warm, mark, payload, aoti_build, aoti_load)
         row.update(epoch_columns(trial, row))
@@ -137,10 +137,11 @@ def _cpus() -> dict[str, Any]:
 
 
 def _process_start() -> float:
-    """When this process was started: the runner's timestamp, else the kernel's (whose boot-time
+    """When this process was started, on the monotonic clock (system-wide, and never stepped as the
+    wall clock can be on a loaded host): the runner's timestamp, else the kernel's (whose boot-time
     base is rounded to whole seconds)."""
     spawned = os.environ.get(SPAWN_TIME_ENV)
-    return float(spawned) if spawned else psutil.Process().create_time()
+    return float(spawned) if spawned else psutil.Process().create_time() - time.time() + time.monotonic()
 
 
 class _Phases:
@@ -151,7 +152,7 @@ class _Phases:
         self.row, self.last, self.phases = row, process_start, {}
 
     def __call__(self, name: str) -> None:
-        now = time.time()
+        now = time.monotonic()
         self.phases[name] = round(now - self.last, 4)
         self.last = now
         self.row["phase_s_json"] = json.dumps(self.phases)

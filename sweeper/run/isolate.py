@@ -172,7 +172,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     args = ["--trial", str(trial_file), "--out", str(out_file), *(["--warm"] if warm else []), *extra]
     env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
     t0 = time.monotonic()
-    env[SPAWN_TIME_ENV] = repr(time.time())  # the measuring process times its start-up from here
+    env[SPAWN_TIME_ENV] = repr(t0)  # the measuring process times its start-up from here (one monotonic clock)
     if not warm and payload["trial"]["measure"].get("trace"):
         env["TORCH_TRACE"] = str(cache_dir / "trace")  # wiped with the cache before each attempt
     if payload.get("device") == "cuda":
