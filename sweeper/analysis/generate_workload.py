@@ -106,11 +106,11 @@ def rank(df: pd.DataFrame, w: GenerateWorkload, max_memory_gib: float | None = N
 def render(w: GenerateWorkload, ranked: dict[tuple[str, str, str], list[Served]]) -> str:
     lines = [f"workload: {w}"]
     for (model, precision, device), served in ranked.items():
-        best = served[0]
+        best, width = served[0], max(len("setting"), *(len(s.setting) for s in served))
         lines += ["", f"{model} · {precision} · {device}: use {best.setting} ({best.total_s:.1f} s in all)",
-                  f"  {'setting':<44} {'total s':>9} {'compile s':>9} {'ttft ms':>9} {'decode tok/s':>12} "
+                  f"  {'setting':<{width}} {'total s':>9} {'compile s':>9} {'ttft ms':>9} {'decode tok/s':>12} "
                   f"{'request s':>9}"]
-        lines += [f"  {s.setting:<44} {s.total_s:>9.2f} {s.compile_s:>9.2f} {s.ttft_ms:>9.2f} "
+        lines += [f"  {s.setting:<{width}} {s.total_s:>9.2f} {s.compile_s:>9.2f} {s.ttft_ms:>9.2f} "
                   f"{s.decode_tokens_per_s:>12.1f} {s.request_s:>9.3f}" for s in served]
         measured = {s.measured_new_tokens for s in served} - {w.new_tokens}
         if measured:
