@@ -125,10 +125,16 @@ def stream_spec(**overrides) -> dict:
     return spec
 
 
+AS_FROM_A_TERMINAL = ("import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                      "runpy.run_module('sweeper', run_name='__main__', alter_sys=True)")
+"""`python -m sweeper` with Ctrl-C at Python's default, as a terminal starts it: a test suite run as a
+shell's background job (`pytest ... &`) ignores SIGINT, and its children inherit that."""
+
+
 def start_sweep(spec: Path, out: Path, env: dict[str, str], log: Path, cwd: Path) -> subprocess.Popen:
     """`sweeper run SPEC --results OUT --no-report` in a session of its own (a signal can reach its whole
-    group), its stderr in `log`."""
+    group), as from a terminal (`AS_FROM_A_TERMINAL`), its stderr in `log`."""
     with open(log, "w") as sink:
-        return subprocess.Popen([sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out),
+        return subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "run", str(spec), "--results", str(out),
                                  "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=cwd,
                                 start_new_session=True)
