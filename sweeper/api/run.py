@@ -144,6 +144,14 @@ def _run_claimed(opts: RunOptions, state: SweepState, trials: list[Trial], dropp
         state.save_manifest()
         missing = runner.run_sweep(state, todo, device, storage=opts.storage, callbacks=list(opts.callbacks),
                                    tune_logs=opts.tune_logs, no_wait=opts.no_wait) if todo else []
+        for _ in range(slow_reruns(state.spec, device)):
+            again = state.slow_headlines(todo, slow_reruns(state.spec, device))
+            if not again:
+                break
+            log.info("timing %d compiled trials again, after the others: their headline ran at the host's slow "
+                     "CPU state (resources.slow_reruns)", len(again))
+            missing += runner.run_sweep(state, again, device, storage=opts.storage, callbacks=list(opts.callbacks),
+                                        tune_logs=opts.tune_logs, no_wait=opts.no_wait)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (the runner turns it into the same)
         raise SweepInterrupted(len(state.rows), len(trials), state.results_path) from None
     except rescue.ResultsUnwritable as e:  # a row's write failed: stop as Ctrl-C does
@@ -156,6 +164,15 @@ def _run_claimed(opts: RunOptions, state: SweepState, trials: list[Trial], dropp
     log.info("sweep %s: %d rows in %.0f s -> %s", state.sweep_id, len(state.rows), time.monotonic() - t0,
              state.results_path)
     return missing
+
+
+def slow_reruns(spec: SweepSpec, device: str) -> int:
+    """How many times a trial whose headline ran at the host's slow state is timed again
+    (resources.slow_reruns, or its default for `device`); none in a search."""
+    if spec.search.algorithm != "grid":
+        return 0
+    value = spec.resources.slow_reruns
+    return value if value is not None else (1 if device == "cuda" else 0)
 
 
 def _finish(opts: RunOptions, state: SweepState, trials: list[Trial], missing: list[str]) -> Results:

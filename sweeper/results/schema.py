@@ -147,6 +147,8 @@ COLUMNS: list[Column] = [
     Column("matched_pairs", INT, "Pairs of alternated windows the headline figures (throughputs, speedup and its interval) were taken from."),
     Column("host_wait_s", FLOAT, "Seconds the timed windows waited for the host's CPUs to read their fast state before a round (measure.host_wait_s bounds it; 0: none needed or none allowed)."),
     Column("speedup_slow", FLOAT, "The speedup over the pairs whose windows both ran at the host's slow state; null: fewer than 3 such pairs."),
+    Column("slow_reruns", INT, "Times this trial ran again, after the sweep's other trials, because its headline had run at the host's slow CPU state (resources.slow_reruns); null: never. The row is the last ok run's."),
+    Column("slow_rerun_speedup", FLOAT, "The headline speedup of the run this row replaced, taken at the host's slow state."),
     Column("throughput_slow_items_s", FLOAT, "Items/s over the slow-state windows (median); null: fewer than 3 slow pairs."),
     Column("eager_throughput_slow_items_s", FLOAT, "The same for the eager arm."),
     Column("speedup_all_windows", FLOAT, "The speedup over every pair of windows, whatever the host's state (what a measurement without the witness reads)."),

@@ -74,6 +74,8 @@ class SweepState:
     """Rows measured but not written: the results directory refused them (run.rescue)."""
     write_failed: bool = False
     """A write into the directory failed: the sweep stopped; its part files wait for a resume."""
+    rerunning: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Trials timed again because their headline ran at the host's slow state: their earlier rows."""
 
     @property
     def results_path(self) -> Path:
@@ -202,9 +204,30 @@ class SweepState:
                 if not (r["status"] == UNPLACED or (retry_failed and r["status"] in RERUN_ON_RETRY))}
         return [t for t in trials if t.trial_id not in keep]
 
+    def slow_headlines(self, trials: list[Trial], reruns: int) -> list[Trial]:
+        """The compiled trials among `trials` whose ok row's headline ran at the host's slow state and
+        that ran again fewer than `reruns` times; each is marked to be timed again (`add`)."""
+        again = []
+        for t in trials:
+            row = self.by_trial.get(t.trial_id)
+            if row is not None and t.mode != "eager" and row.get("status") == "ok" \
+                    and row.get("host_state") == "slow" and int(row.get("slow_reruns") or 0) < reruns:
+                self.rerunning[t.trial_id] = row
+                again.append(t)
+        return again
+
     def add(self, trial: Trial, measured: dict[str, Any]) -> dict[str, Any]:
         """Record one finished trial durably (and any large file still inside it); a rerun replaces the
-        trial's previous row."""
+        trial's previous row. A trial timed again for the host's slow state (`slow_headlines`) keeps its
+        earlier row unless the new one is ok, which then names the earlier speedup."""
+        earlier = self.rerunning.pop(trial.trial_id, None)
+        if earlier is not None:
+            if measured.get("status") != "ok":
+                log.warning("%s timed again for the host's slow state: %s (%s); its earlier row stays",
+                            trial.label, measured.get("status"), str(measured.get("error") or "")[:200])
+                return earlier
+            measured = {**measured, "slow_reruns": int(earlier.get("slow_reruns") or 0) + 1,
+                        "slow_rerun_speedup": earlier.get("speedup_vs_eager")}
         row: dict[str, Any] | None = None
         try:
             artifacts.keep(self.dir, trial.trial_id, measured)

@@ -30,6 +30,12 @@ class Resources(Strict):
     would share cores)."""
     max_retries: Annotated[int, Field(ge=0, le=5)] = 1
     """Retries for a trial whose worker crashed or lost its node; OOM/compile errors never retry."""
+    slow_reruns: Annotated[int, Field(ge=0, le=3)] | None = None
+    """Times a compiled trial whose headline ran at the host's slow CPU state (`host_state: slow`) runs
+    again, whole, after the sweep's other trials: a slow stretch of a host can last minutes. An ok
+    rerun's row replaces the earlier one and names its speedup (`slow_rerun_speedup`); a failed rerun
+    leaves it. None: 1 on GPUs, where a launch-bound eager step follows the host's speed and a CUDA-graph
+    replay does not; 0 on the CPU, where both arms slow alike. Grid sweeps only (a search picks its own)."""
     process_start: Literal["forkserver", "subprocess"] = "forkserver"
     """How a measuring process starts: forked from its worker's fork server, which imported torch,
     torchvision and transformers once and never ran anything (docs/measurement.md: what stays fresh), or as a new

@@ -108,6 +108,7 @@ class SweepSpec(Strict):
             del found["axes"]["accelerator_type"]
         if self.resources.trials_per_gpu == 1:
             del found["resources"]["trials_per_gpu"]
+        del found["resources"]["slow_reruns"]  # whether a trial is timed again, not what it measures
         if self.measure.target_se_pct is None:
             del found["measure"]["target_se_pct"]
         return found

@@ -173,25 +173,47 @@ def make_slow(seconds: float = 1.0) -> nn.Module:
     return _Fault()
 
 
-_gate_ticket: int | None = None
+_tickets: dict[str, int] = {}
+
+
+def _ticket(tickets_dir: str) -> int:
+    """This process's place among the measuring processes that built a model with `tickets_dir`:
+    0 for the first, 1 for the next...; one ticket per process, however often it builds."""
+    if tickets_dir not in _tickets:
+        Path(tickets_dir).mkdir(parents=True, exist_ok=True)
+        n = 0
+        while True:
+            try:
+                os.close(os.open(Path(tickets_dir) / str(n), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                break
+            except FileExistsError:
+                n += 1
+        _tickets[tickets_dir] = n
+    return _tickets[tickets_dir]
 
 
 def make_gated(tickets_dir: str, gate: str, free: int = 1, features: int = 8) -> nn.Module:
     """Healthy; the first `free` measuring processes to build it go on at once, every later one
     waits until the file `gate` exists. A test holds a sweep between trials for as long as it needs
     (its next trial is measuring, not finished), then creates `gate` to let the rest run."""
-    global _gate_ticket
-    if _gate_ticket is None:  # one ticket per process, however often it builds the model
-        Path(tickets_dir).mkdir(parents=True, exist_ok=True)
-        _gate_ticket = 0
-        while True:
-            try:
-                os.close(os.open(Path(tickets_dir) / str(_gate_ticket), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                break
-            except FileExistsError:
-                _gate_ticket += 1
-    while _gate_ticket >= free and not Path(gate).exists():
+    ticket = _ticket(tickets_dir)
+    while ticket >= free and not Path(gate).exists():
         time.sleep(0.05)
+    return _Fault(features)
+
+
+def make_slow_host_once(tickets_dir: str, features: int = 8) -> nn.Module:
+    """Healthy; the first measuring process to build it sees the host in its slow CPU state for its
+    whole life: it judges its host-speed readings by a record of a host 10^6 times faster (a private
+    record file: the host's own is left alone), so every window reads slow. Later processes judge
+    theirs by their own readings alone (a private empty record), as on a host of one speed."""
+    from sweeper.measure import witness
+
+    record = Path(tickets_dir) / f"fast_ms.{os.getpid()}"
+    first = _ticket(tickets_dir) == 0
+    if first:
+        record.write_text(f"{witness.probe_ms() / 1e6:.9f}\n")
+    witness.HOST_FILE = record
     return _Fault(features)
 
 
