@@ -23,7 +23,7 @@ COMMITTED = sorted(p.parent for p in (ROOT / "studies").rglob("results.parquet")
 def report_choices(df: pd.DataFrame) -> dict[str, str | None]:
     data = explore.with_view_columns(rows.prepare(df))
     summary = report.context_summary(data)
-    return {s["label"]: s["best_setting"] for _, s in summary.iterrows() if s["best_setting"] is not None}
+    return {s["label"]: s["best_setting"] for _, s in summary.iterrows() if pd.notna(s["best_setting"])}
 
 
 def recommend_choices(df: pd.DataFrame) -> dict[str, str | None]:
