@@ -3,6 +3,7 @@
     python -m studies.scaling.scaling run --gpus 2 --spec studies/scaling/scaling.yaml --out results/scaling-2gpu
     python -m studies.scaling.scaling analyze results/scaling-1gpu results/scaling-2gpu [--markdown] [--project 4,8]
     python -m studies.scaling.scaling compare results/before results/after
+    python -m studies.scaling.scaling cost results/a results/b ...
 
 `run` starts a Ray head that sees the first N GPUs, runs the sweep against it with `--address`,
 and stops Ray. `analyze` reports per run: wall time, trials per minute, speedup and efficiency
@@ -11,7 +12,8 @@ per-trial time outside compiling and measuring, and the median of each phase (`p
 It splits efficiency into its two causes (busy fraction and work per trial against the base
 run's), and `--project` replays the base run's trials, slowed by the widest run's work per trial,
 onto more GPUs (each run's own trials replayed give back its measured wall: the model's check).
-`compare` gives every compiled setting's speedup before and after."""
+`compare` gives every compiled setting's speedup before and after. `cost` gives, per sweep, its wall
+against the sum of the cold compiles it measured, and where the rest of its trials' time went."""
 
 from __future__ import annotations
 
@@ -274,6 +276,57 @@ def compare_speedups(before: Path, after: Path) -> None:
     print("\n".join(lines))
 
 
+COST_PARTS = {
+    "cold compile": "the compiled first calls (`compile_s`): what a sweep must pay",
+    "timed + checked": "the compiled phase less its compile: accuracy, warm-up, alternated windows",
+    "eager alone": "eager windows before the compile (a compiled trial), or the eager trial's own",
+    "build + reference": "model builds and the float64 reference",
+    "process start": "imports, environment, CUDA context of the measuring process",
+    "warm compile": "the process that compiles again from the trial's cache",
+    "Mega-Cache": "the process that starts from the trial's Mega-Cache artifact",
+    "rest": "the trial's wall outside those: process exit, the row's way back, dispatch",
+}
+
+
+def cost(path: Path) -> dict:
+    """A sweep's wall (first trial start to last end) against the sum of its cold compiles, and the
+    trial-seconds of each part (`COST_PARTS`), summed over its trials."""
+    df = read_results([path])
+    t0 = pd.to_datetime(df.started_at, utc=True).min()
+    wall_s = (pd.to_datetime(df.finished_at, utc=True).max() - t0).total_seconds()
+    ph = _phases(df).reindex(columns=["imports", "env", "cuda_init", "build", "reference", "eager", "compiled",
+                                      "warm_process", "megacache_process"]).fillna(0.0)
+    num = {c: pd.to_numeric(df.get(c, pd.Series(float("nan"), index=df.index)), errors="coerce").fillna(0.0)
+           for c in ("compile_s", "trial_wall_s")}
+    parts = {"cold compile": num["compile_s"],
+             "timed + checked": (ph["compiled"] - num["compile_s"]).clip(lower=0),
+             "eager alone": ph["eager"], "build + reference": ph["build"] + ph["reference"],
+             "process start": ph["imports"] + ph["env"] + ph["cuda_init"],
+             "warm compile": ph["warm_process"], "Mega-Cache": ph["megacache_process"]}
+    parts["rest"] = (num["trial_wall_s"] - sum(parts.values())).clip(lower=0)
+    compiles = float(parts["cold compile"].sum())
+    return {"run": str(path), "trials": len(df), "compiled": int((df["mode"] != "eager").sum()),
+            "gpus": len(_gpu_stats(df.assign(started_at=pd.to_datetime(df.started_at, utc=True),
+                                             finished_at=pd.to_datetime(df.finished_at, utc=True)),
+                                   t0, t0 + pd.Timedelta(seconds=max(wall_s, 1e-9)))[0]),
+            "wall_s": wall_s, "cold_compiles_s": compiles, "wall_per_compiles": wall_s / compiles if compiles else None,
+            "trial_s": float(num["trial_wall_s"].sum()), "parts_s": {k: float(v.sum()) for k, v in parts.items()}}
+
+
+def cost_table(paths: list[Path]) -> str:
+    runs = [cost(p) for p in paths]
+    lines = ["| sweep | trials (compiled) | GPUs | wall s | cold compiles s | wall / compiles | trial s, summed | "
+             + " | ".join(COST_PARTS) + " |", "|---|---|---|---|---|---|---|" + "---|" * len(COST_PARTS)]
+    for r in runs:
+        ratio = f"{r['wall_per_compiles']:.2f}x" if r["wall_per_compiles"] else "-"
+        cells = [f"{r['parts_s'][k]:.0f} ({r['parts_s'][k] / r['trial_s']:.0%})" for k in COST_PARTS]
+        lines.append(f"| {r['run']} | {r['trials']} ({r['compiled']}) | {r['gpus']} | {r['wall_s']:.0f} | "
+                     f"{r['cold_compiles_s']:.0f} | {ratio} | {r['trial_s']:.0f} | " + " | ".join(cells) + " |")
+    lines += ["", "Parts, in trial-seconds summed over the sweep's trials (share of them):", ""]
+    lines += [f"- {k}: {v}" for k, v in COST_PARTS.items()]
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -289,11 +342,15 @@ def main() -> None:
     c = sub.add_parser("compare", help="speedups of the same settings in two runs, side by side")
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
+    k = sub.add_parser("cost", help="wall against the sum of cold compiles, and where the rest goes")
+    k.add_argument("paths", nargs="+", type=Path)
     args = ap.parse_args()
     if args.cmd == "run":
         run(args.gpus, args.spec, args.out, args.extra)
     elif args.cmd == "compare":
         compare_speedups(args.before, args.after)
+    elif args.cmd == "cost":
+        print(cost_table(args.paths))
     else:
         analyze(args.paths, args.markdown, [int(n) for n in args.project.split(",") if n])
 

@@ -156,3 +156,29 @@ def test_trials_sharing_a_gpu_overlap_without_negative_idle_and_replay_on_every_
     assert run["wall_s"] == pytest.approx(40.0) and list(run["busy"].values()) == pytest.approx([2.0, 2.0])
     assert all(v == {"head_s": 0.0, "gaps_s": 0.0, "tail_s": 0.0} for v in run["idle_s"].values())
     assert run["trials_per_gpu"] == 2 and run["replayed_wall_s"] == pytest.approx(40.0)  # 4 shares, not 2 GPUs
+
+
+def test_cost_is_the_wall_against_the_cold_compiles_and_the_parts_add_up(tmp_path: Path) -> None:
+    """8 compiled trials of 20 s back to back on one GPU, each compiling cold for 6 s of its 12 s
+    compiled phase, with a warm-compile process of 1 s: wall 160 s against 48 s of cold compiles."""
+    from studies.scaling.scaling import COST_PARTS, cost, cost_table
+
+    _timeline(tmp_path / "one", gpus=1, trial_s=20.0, gap_s=0.0)
+    df_path = tmp_path / "one" / "results.parquet"
+    import pandas as pd
+
+    df = pd.read_parquet(df_path)
+    df["compile_s"] = 6.0
+    df["phase_s_json"] = [json.dumps({**json.loads(p), "warm_process": 1.0}) for p in df["phase_s_json"]]
+    df.to_parquet(df_path)
+    r = cost(tmp_path / "one")
+    assert (r["trials"], r["compiled"], r["gpus"]) == (8, 8, 1)
+    assert r["wall_s"] == pytest.approx(160.0) and r["cold_compiles_s"] == pytest.approx(48.0)
+    assert r["wall_per_compiles"] == pytest.approx(160.0 / 48.0)
+    per_trial = {k: v / 8 for k, v in r["parts_s"].items()}
+    assert per_trial == pytest.approx({"cold compile": 6.0, "timed + checked": 6.0, "eager alone": 2.0,
+                                       "build + reference": 1.5, "process start": 3.0, "warm compile": 1.0,
+                                       "Mega-Cache": 0.0, "rest": 0.5})
+    assert sum(r["parts_s"].values()) == pytest.approx(r["trial_s"])
+    table = cost_table([tmp_path / "one"])
+    assert "| 8 (8) | 1 | 160 | 48 | 3.33x | 160 |" in table and all(k in table for k in COST_PARTS)
