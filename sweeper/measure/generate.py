@@ -181,7 +181,7 @@ def measure_eager(wb: Workbench, row: dict[str, Any], arms: Arms, eager: Call) -
             arm, log = arms.arm(eager, calls, watch_mem=False)
             counts = t.mode == "eager"  # else the eager-alone fallback of a compiled trial
             m = matching.run_matched([arm], t.measure.windows, _wait_s(wb) if counts else 0.0,
-                                     _target_pct(wb) if counts else None)
+                                     _target_pct(wb) if counts else None, fast_rounds=_wait_s(wb) > 0)
         except Exception as e:
             raise classify(e, "run") from e
         row["eager_compiled_frames"] = int(counters["frames"]["ok"])
@@ -222,7 +222,8 @@ def measure_compiled(wb: Workbench, row: dict[str, Any], emit: Callable[[dict], 
                 arms.peak_gib = arms.mem.peak_gib()  # CUDA-graph pools are filled in the warm-up
                 arms.calls_per_window(eager)
                 (e_arm, e_log), (c_arm, c_log) = arms.arm(eager, calls, False), arms.arm(compiled, calls, True)
-                m = matching.run_matched([e_arm, c_arm], t.measure.windows, _wait_s(wb), _target_pct(wb))
+                m = matching.run_matched([e_arm, c_arm], t.measure.windows, _wait_s(wb), _target_pct(wb),
+                                         fast_rounds=_wait_s(wb) > 0)
             except Exception as e:
                 raise classify(e, "run") from e
     finally:

@@ -166,11 +166,14 @@ SURVEY_S = 8.0
 """A host's first gated trial reads the witness this long before its first round."""
 
 
-def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0, target_pct: float | None = None) -> Matched:
+def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0, target_pct: float | None = None,
+                fast_rounds: bool = True) -> Matched:
     """Time `windows` alternated rounds of the arms, then more while fewer than `windows` pairs ran
-    at the host's fast state (at most EXTRA_ROUNDS x windows more) or, with `target_pct`, while an
-    arm's headline median is less precise than that (at most PRECISION_ROUNDS x windows more); with
-    `wait_s`, each round first waits for the fast state (`HostGate`), at most `wait_s` in all."""
+    at the host's fast state (with `fast_rounds`: at most EXTRA_ROUNDS x windows more) or, with
+    `target_pct`, while an arm's headline median is less precise than that (at most PRECISION_ROUNDS
+    x windows more); with `wait_s`, each round first waits for the fast state (`HostGate`), at most
+    `wait_s` in all. Without `fast_rounds` (a trial that times at whatever speed the host runs: on
+    the CPU both arms slow alike) the host's state adds no rounds."""
     gate = HostGate(wait_s) if wait_s > 0 else None
     before = gate or witness.probe_ms
     stats = run_interleaved(arms, windows, before)
@@ -178,7 +181,7 @@ def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0, target_pct: 
     while True:
         m = Matched.of(stats)
         m.waited_s = gate.waited_s if gate is not None else 0.0
-        missing = windows - len(m.fast)
+        missing = windows - len(m.fast) if fast_rounds else 0
         if (missing <= 0 and not m.imprecise(target_pct)) or timed >= cap:
             return m
         more = run_interleaved(arms, min(max(missing, windows // 2, 1), cap - timed), before)

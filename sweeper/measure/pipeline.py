@@ -101,15 +101,16 @@ ALONE_WAIT_S = 10.0
 state: they are one more member of the self-check's reference, which counts fast-state ones only."""
 
 
-def _host_rules(wb: Workbench, part: str) -> tuple[float, float | None]:
-    """The host-speed wait and the precision target of the windows that give the row's figures
-    (`matching.run_matched`); a compiled trial's eager windows before its compile (`eager_alone`)
-    get a short wait and no target."""
+def _host_rules(wb: Workbench, part: str) -> tuple[float, float | None, bool]:
+    """The host-speed wait, the precision target and whether the host's slow state adds rounds, for
+    the windows that give the row's figures (`matching.run_matched`); a compiled trial's eager windows
+    before its compile (`eager_alone`) get a short wait and no target. A trial allowed no wait (on
+    the CPU by default) times at whatever speed the host runs: its state adds no rounds."""
     m, kind = wb.trial.measure, wb.device.type
     wait_s = matching.wait_allowance_s(m.host_wait_s, kind)
     if part != "compiled" and wb.trial.mode != "eager":
-        return min(wait_s, ALONE_WAIT_S), None
-    return wait_s, matching.target_se_pct(m.target_se_pct, kind)
+        return min(wait_s, ALONE_WAIT_S), None, wait_s > 0
+    return wait_s, matching.target_se_pct(m.target_se_pct, kind), wait_s > 0
 
 
 def measure_eager(ctx: Context) -> WindowStats:

@@ -281,7 +281,8 @@ class MeasureSpec(Strict):
     """Most seconds a trial's timed windows wait, in all, for the host's CPUs to run at their fast
     state (the host-speed witness reads it before each round of alternated windows). None: 30 on a
     GPU, where a launch-bound eager step follows the host's speed and a CUDA-graph replay does not;
-    0 on the CPU, where both arms slow alike. 0: time at whatever speed the host runs."""
+    0 on the CPU, where both arms slow alike. 0: time at whatever speed the host runs (and time no more
+    windows while too few ran at the fast state)."""
     target_se_pct: Annotated[float, Field(ge=0)] | None = None
     """More rounds are timed (up to 6x `windows`) while the standard error of an arm's headline median step is
     above this percentage. None: 2.5 on a GPU (a launch-bound step's windows spread 10-15%), off on CPU; 0: off."""

@@ -97,6 +97,17 @@ def test_the_extra_rounds_are_bounded_when_the_host_stays_slow(monkeypatch, tmp_
     assert m.state == "slow" and m.slow_windows_pct == 100.0
 
 
+def test_a_trial_that_times_at_any_host_speed_gets_no_rounds_for_the_slow_state(monkeypatch, tmp_path):
+    """On the CPU (no wait allowed: both arms slow alike) a slow host adds no windows; the rows
+    still say the state they ran in."""
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    witness.record_host_fast_ms(1.0)
+    host = _Host([1.6] * 1000)
+    monkeypatch.setattr(witness, "probe_ms", host.probe)
+    m = matching.run_matched([host.arm(0.01, True), host.arm(0.004, False)], windows=5, fast_rounds=False)
+    assert len(m.arms[0].window_s) == 5 and m.state == "slow"
+
+
 def test_the_warm_up_holds_one_output_at_a_time_as_a_users_loop_does():
     live, most = set(), [0]
 
@@ -210,9 +221,10 @@ def test_a_compiled_trials_eager_windows_before_its_compile_wait_briefly_and_hav
         wb = SimpleNamespace(trial=SimpleNamespace(mode=mode, measure=measure), device=torch.device(device))
         return pipeline._host_rules(wb, part)
 
-    gpu_default = (matching.DEFAULT_GPU_WAIT_S, matching.DEFAULT_GPU_TARGET_SE_PCT)
+    gpu_default = (matching.DEFAULT_GPU_WAIT_S, matching.DEFAULT_GPU_TARGET_SE_PCT, True)
     assert rules("eager", "eager", "cuda") == gpu_default  # the eager trial's figures
     assert rules("default", "compiled", "cuda") == gpu_default  # the alternated windows
-    assert rules("default", "eager", "cuda") == (pipeline.ALONE_WAIT_S, None)  # before the compile
-    assert rules("default", "eager", "cuda", host_wait_s=2.0) == (2.0, None)  # never past the spec's
-    assert rules("default", "eager", "cpu") == (0.0, None)  # no wait on the CPU
+    assert rules("default", "eager", "cuda") == (pipeline.ALONE_WAIT_S, None, True)  # before the compile
+    assert rules("default", "eager", "cuda", host_wait_s=2.0) == (2.0, None, True)  # never past the spec's
+    assert rules("default", "eager", "cpu") == (0.0, None, False)  # no wait on the CPU, no rounds for its state
+    assert rules("default", "compiled", "cuda", host_wait_s=0.0) == (0.0, 2.5, False)  # any speed, as asked
