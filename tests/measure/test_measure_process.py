@@ -52,8 +52,8 @@ def test_compiled_and_eager_windows_alternate_and_the_row_uses_the_alternated_ea
     calls = []
     real = matching.run_matched
 
-    def spy(arms, windows, wait_s=0.0, target_pct=None):
-        matched = real(arms, windows, wait_s, target_pct)
+    def spy(arms, windows, *rules):
+        matched = real(arms, windows, *rules)
         calls.append((len(arms), matched))
         return matched
 
