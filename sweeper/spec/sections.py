@@ -279,10 +279,9 @@ class MeasureSpec(Strict):
     """Sequences in one epoch of an NLP model, likewise."""
     host_wait_s: Annotated[float, Field(ge=0)] | None = None
     """Most seconds a trial's timed windows wait, in all, for the host's CPUs to run at their fast
-    state (the host-speed witness reads it before each round of alternated windows). None: 30 on a
-    GPU, where a launch-bound eager step follows the host's speed and a CUDA-graph replay does not;
-    0 on the CPU, where both arms slow alike. 0: time at whatever speed the host runs (and time no more
-    windows while too few ran at the fast state)."""
+    state (the witness is read before each round). None: 30 on a GPU, where a launch-bound eager step
+    follows the host's speed and a CUDA-graph replay does not; 0 on the CPU, where both arms slow
+    alike. 0: time at whatever speed the host runs, with no extra rounds for the slow state."""
     target_se_pct: Annotated[float, Field(ge=0)] | None = None
     """More rounds are timed (up to 6x `windows`) while the standard error of an arm's headline median step is
     above this percentage. None: 2.5 on a GPU (a launch-bound step's windows spread 10-15%), off on CPU; 0: off."""
