@@ -89,7 +89,8 @@ def test_the_setting_never_changes_a_trial_id_or_the_spec_hash() -> None:
 def test_a_trial_that_saw_the_host_slow_is_timed_again_after_the_others(ray_local, tmp_path, caplog) -> None:
     """The first measuring process (the bs1 trial's) judges its windows by a record of a host a
     million times faster, so its headline runs at the slow state; the bs2 trial's process and the
-    rerun's judge theirs by their own readings."""
+    rerun's judge theirs by their own readings. On a loaded machine those readings can be truly
+    slow too, and then the bs2 trial goes again as well: one process per trial and per rerun."""
     tickets = tmp_path / "tickets"
     spec = write_spec(tmp_path, tiny_spec(
         "slowrerun", models=[{"name": "m", "factory": "faulty_models:make_slow_host_once",
@@ -100,9 +101,10 @@ def test_a_trial_that_saw_the_host_slow_is_timed_again_after_the_others(ray_loca
     assert run_cli(["run", str(spec), "--results", str(out), "--no-report"]) == 0
     df = read_results([out / RESULTS_FILE]).set_index("batch_size")
     assert (df["status"] == "ok").all(), df[["status", "error"]]
-    assert sorted(p.name for p in tickets.iterdir() if p.name.isdigit()) == ["0", "1", "2"]  # three processes
-    rerun, other = df.loc[1], df.loc[2]
+    rerun = df.loc[1]
     assert rerun["slow_reruns"] == 1 and rerun["slow_rerun_speedup"] > 0, rerun
-    assert other["slow_reruns"] is None or other["slow_reruns"] != other["slow_reruns"]  # null
     assert rerun["witness_ref_ms"] > 1e-3  # the row is the rerun's, judged by its own readings
-    assert any("timing 1 compiled trials again" in r.getMessage() for r in caplog.records)
+    went_again = int((df["slow_reruns"].fillna(0) == 1).sum())  # 1, or 2 where bs2 truly read slow
+    processes = sorted(int(p.name) for p in tickets.iterdir() if p.name.isdigit())
+    assert processes == list(range(2 + went_again)), (processes, df["slow_reruns"])
+    assert any(f"timing {went_again} compiled trials again" in r.getMessage() for r in caplog.records)
