@@ -19,9 +19,10 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # a lock is a file: the lock's own processes need no torch
+    import torch
 
 LOCK_DIR = Path(tempfile.gettempdir()) / "sweeper-gpu-locks"
 AUTOTUNING_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
@@ -83,6 +84,8 @@ def key_for(device: torch.device, trials_per_gpu: int) -> str | None:
     """The lock's name for `device`'s GPU when trials share it (its UUID), else None."""
     if trials_per_gpu <= 1 or device.type != "cuda":
         return None
+    import torch
+
     return f"GPU-{str(torch.cuda.get_device_properties(device).uuid).removeprefix('GPU-')}"
 
 

@@ -81,6 +81,7 @@ def test_eager_row_is_its_own_baseline(tmp_path):
     assert row["graphs"] == 0
 
 
+@pytest.mark.slow  # a real compile of a training graph (5 s on 2 cores)
 def test_training_compares_gradients(tmp_path):
     (trial,) = [t for t in _trial(models=[{"name": "resnet18-tiny"}], axes={"phase": ["train"]})
                 if t.mode == "default"]

@@ -80,6 +80,7 @@ def test_regional_blocks_run_compiled_only_through_the_wrapper():
         compile_scope(model, "regional", ("Nope",), {"backend": "aot_eager"})
 
 
+@pytest.mark.slow  # a real regional compile of each phase
 @pytest.mark.parametrize("phase", ["infer", "train"])
 def test_a_regional_trial_is_measured_like_a_whole_one(tmp_path, phase):
     (trial,) = [t for t in _trials(axes={"scope": ["regional"], "phase": [phase]})[0] if t.mode != "eager"]

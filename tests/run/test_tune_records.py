@@ -41,6 +41,7 @@ def grid_sweep(ray_local, tmp_path_factory):
     return tmp / "out", code
 
 
+@pytest.mark.slow  # a real Ray sweep (the module's grid)
 def test_tune_result_files_hold_each_rows_metrics_and_params(grid_sweep):
     out, code = grid_sweep
     assert code == 0
@@ -75,6 +76,7 @@ def _event_tags(path: Path) -> set[str]:
     return tags
 
 
+@pytest.mark.slow  # a real Ray sweep (the module's grid)
 def test_tensorboard_events_carry_the_metrics_and_hparams(grid_sweep):
     out, _ = grid_sweep
     for events in (out / "tune").glob("run-*/*/events.out.tfevents.*"):
@@ -159,6 +161,7 @@ def test_large_files_reach_the_results_directory_and_never_tune_records(ray_loca
     assert not [p for p in tune_files for s in slices if s in p.read_bytes()]
 
 
+@pytest.mark.slow  # a real Ray sweep each
 @pytest.mark.parametrize(("logs", "kept"), [(("json",), {"result", "params"}), ((), set())])
 def test_tune_logs_keeps_only_the_records_asked_for(ray_local, tmp_path, logs, kept):
     """`--tune-logs json` keeps result.json and params.json, no CSV or TensorBoard events; `none`

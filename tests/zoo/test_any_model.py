@@ -135,6 +135,7 @@ def test_the_block_finder_refuses_a_model_without_a_repeated_block_and_says_why(
     assert two.reason.endswith("identical structure (most: LlamaDecoderLayer, 2)")  # the layer, not its MLP
 
 
+@pytest.mark.slow  # two real regional compiles
 def test_a_regional_hf_trial_compiles_the_found_block_and_a_named_block_overrides_it(tmp_path):
     models = [{"name": "hf:llama", "task": "causal-lm", "kwargs": TINY_DECODER},
               {"name": "llama-mlp", "factory": "sweeper.zoo.hf_models:build",
