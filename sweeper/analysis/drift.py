@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.floors import STABLE_SPREAD_PCT, floors
-from sweeper.results.schema import WITNESS_SLOW_FACTOR
+from sweeper.analysis.host_state import at_fast_state, numeric_column, read_fast
 
 MATCH_KEYS = ["sweep_id", "model", "phase", "precision", "batch_size", "seq_len", "workload", "bucketing",
               "device_name", "accelerator_type", "matmul_precision", "new_tokens", "cache"]
@@ -68,32 +68,6 @@ def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
     return {**m, "drift_cause": drift_cause(df, m), "speedup_low": low, "speedup_high": high}
 
 
-def at_fast_state(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
-    """Per row: a witness `reading` of it was at the host's fast state (within WITNESS_SLOW_FACTOR of
-    the fastest reference of its host); True for rows without witness readings (older rows)."""
-    state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    fast = _read_fast(df, reading) & state.ne("slow")
-    return fast.where(reading.notna() & _host_fastest(df).notna(), True).astype(bool)
-
-
-def _host_fastest(df: pd.DataFrame) -> pd.Series:
-    """Per row: the fastest witness reference any row of its host recorded."""
-    host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
-    return _num(df, "witness_ref_ms").groupby(host).transform("min")
-
-
-def _read_fast(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
-    """Per row: `reading` was within WITNESS_SLOW_FACTOR of its host's fastest; False without one."""
-    return (reading <= _host_fastest(df) * WITNESS_SLOW_FACTOR).fillna(False).astype(bool)
-
-
-def _num(df: pd.DataFrame, column: str) -> pd.Series:
-    """A numeric column of `df`, all null where the frame lacks it (rows older than the column)."""
-    if column not in df.columns:
-        return pd.Series(np.nan, index=df.index, dtype="float64")
-    return pd.to_numeric(df[column], errors="coerce").astype("float64")
-
-
 def _ratio(a: pd.Series, b: pd.Series) -> pd.Series:
     with np.errstate(divide="ignore", invalid="ignore"):
         return pd.to_numeric(a, errors="coerce") / b
@@ -103,11 +77,12 @@ def _matched_state(df: pd.DataFrame, trials: _EagerTrials) -> dict[str, pd.Serie
     """Drift and the speedup against the context's other measurements of its eager baseline, at one
     host speed (see `baseline_consensus`)."""
     c = baseline_consensus(df, trials)
-    base = _num(df, "eager_throughput_items_s")
-    slow_base = _num(df, "eager_throughput_slow_items_s")
+    base = numeric_column(df, "eager_throughput_items_s")
+    slow_base = numeric_column(df, "eager_throughput_slow_items_s")
     use_slow = c["state"].eq("slow")
     drift = (_ratio(base.where(~use_slow, slow_base), c["reference"]) - 1.0) * 100.0
-    other = _ratio(df["throughput_items_s"].where(~use_slow, _num(df, "throughput_slow_items_s")), c["reference"])
+    compiled = df["throughput_items_s"].where(~use_slow, numeric_column(df, "throughput_slow_items_s"))
+    other = _ratio(compiled, c["reference"])
     drift = _compiled_ok(df, drift)
     return {"baseline_drift_pct": drift, "eager_trial_speedup": _compiled_ok(df, other),
             "drift_state": c["state"].where(drift.notna(), None)}
@@ -133,12 +108,12 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
     eager_row = df["mode"].eq("eager")
 
     def baseline(column: str) -> pd.Series:  # an eager trial's own figure, a compiled row's in-trial eager one
-        return _num(df, f"eager_{column}").where(~eager_row, _num(df, column))
+        return numeric_column(df, f"eager_{column}").where(~eager_row, numeric_column(df, column))
 
     base, slow = baseline("throughput_items_s").where(ok), baseline("throughput_slow_items_s").where(ok)
     fast = at_fast_state(df, baseline("witness_ms")) & ok
-    alone = _num(df, "eager_alone_throughput_items_s").where(ok & ~eager_row)
-    alone_fast = _read_fast(df, _num(df, "eager_alone_witness_ms")) & alone.notna()
+    alone = numeric_column(df, "eager_alone_throughput_items_s").where(ok & ~eager_row)
+    alone_fast = read_fast(df, numeric_column(df, "eager_alone_witness_ms")) & alone.notna()
     pure = np.where(eager_row & fast, base, np.where(alone_fast, alone, np.nan))  # uncompiled, at the fast state
     compiled = (ok & ~eager_row).to_numpy()
     arrays = [eager_row.to_numpy(), base.to_numpy(), slow.to_numpy(), fast.to_numpy()]
@@ -187,7 +162,7 @@ def drift_limit_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.
     combined standard error (`eager_median_se_pct` of the row and of its eager trial)."""
     trials = trials or _EagerTrials(df)
     limit = np.fmax(run_to_run_floor(df, trials) * 100.0, DRIFT_LIMIT_PCT)
-    own, ref = _num(df, "eager_median_se_pct").fillna(0.0), trials.match("eager_median_se_pct").fillna(0.0)
+    own, ref = numeric_column(df, "eager_median_se_pct").fillna(0.0), trials.match("eager_median_se_pct").fillna(0.0)
     return np.fmax(limit, SE_FACTOR * np.hypot(own, ref)).astype("float64")
 
 
@@ -212,7 +187,7 @@ def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series]) -> pd.Series:
     """Per drifted row, what the rows show of why: a compiling neighbour, a host that ran slow
     through one side (no matched state to compare), or nothing that the witness saw."""
     drift = m["baseline_drift_pct"]
-    busy = _num(df, "host_busy_windows_pct").fillna(0.0)
+    busy = numeric_column(df, "host_busy_windows_pct").fillna(0.0)
     cause = pd.Series("unexplained: both sides ran at the same host speed", index=df.index, dtype="object")
     cause = cause.where(~m["drift_state"].eq("slow"), "unexplained: compared at the host's slow state")
     cause = cause.where(~m["drift_state"].eq("mismatched"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from sweeper.analysis import drift, floors
+from sweeper.analysis import drift, floors, host_state
 
 BASE = {"sweep_id": "s", "model": "m", "phase": "infer", "precision": "bf16", "seq_len": None, "workload": None,
         "bucketing": "none", "device_name": "H200", "matmul_precision": "high", "status": "ok", "batch_size": 16,
@@ -125,3 +125,36 @@ def test_the_consensus_counts_other_compiled_trials_in_trial_eager_but_never_the
     assert checked["baseline_drift_pct"][2] == pytest.approx((943.6 / 1010.6 - 1) * 100)
     alone_only = pd.DataFrame([eager, compiled[0]])  # no other compiled row: the uncompiled ones alone
     assert drift.self_check(alone_only)["baseline_drift_pct"][1] == pytest.approx((935.2 / 1047.4 - 1) * 100)
+
+
+def test_on_a_host_of_one_speed_the_state_split_does_not_decide():
+    # the README's smoke sweep on a 2-core CPU: every witness reading 1.14-1.36x the fastest, one speed
+    # with noise; the eager trial's median read 1.18x ("fast"), the compiled trial's 1.27x ("slow")
+    eager = {**BASE, "mode": "eager", "eager_spread_pct": 1.0, "host_state": "fast", "throughput_items_s": 613.0,
+             "eager_throughput_items_s": 613.0, "witness_ms": 1.18}
+    row = {**BASE, "mode": "default", "eager_spread_pct": 1.0, "host_state": "slow", "witness_ms": 1.27,
+           "eager_witness_ms": 1.27, "throughput_items_s": 380.0, "eager_throughput_items_s": 564.6,
+           "speedup_vs_eager": 380.0 / 564.6, "eager_alone_throughput_items_s": 562.8, "eager_alone_witness_ms": 1.3}
+    checked = drift.self_check(pd.DataFrame([eager, row]))
+    assert checked["drift_state"][1] == "fast"  # the consensus of the uncompiled measurements: 613 and 562.8
+    assert checked["baseline_drift_pct"][1] == pytest.approx((564.6 / 587.9 - 1) * 100)
+    assert checked["drift_cause"][1] is None
+    two_speeds = pd.DataFrame([eager, {**row, "eager_witness_ms": 1.6}])  # a reading of a second speed
+    checked = drift.self_check(two_speeds)
+    assert checked["drift_state"][1] == "mismatched"
+    assert checked["baseline_drift_pct"][1] == pytest.approx((564.6 / 613.0 - 1) * 100)
+    assert "ran slow through one side" in checked["drift_cause"][1]
+
+
+def test_a_host_of_one_speed_is_read_from_every_timed_window():
+    import json
+
+    eager = {**BASE, "mode": "eager", "host_state": "fast", "throughput_items_s": 100.0, "witness_ms": 1.1}
+    row = {**BASE, "mode": "default", "host_state": "slow", "witness_ms": 1.3, "eager_witness_ms": 1.3,
+           "throughput_items_s": 200.0, "eager_throughput_items_s": 100.0}
+    windows = {"eager_witness_ms": [1.2, 1.3, 1.3, 1.2], "compiled_witness_ms": [1.3, 1.2, 1.3, 1.3]}
+    df = pd.DataFrame([eager, {**row, "windows_json": json.dumps(windows)}])
+    assert host_state.read_fast(df, df["witness_ms"]).all()
+    windows["compiled_witness_ms"] = [1.3, 2.2, 2.1, 1.3]  # half of one arm's windows at a second speed
+    df = pd.DataFrame([eager, {**row, "windows_json": json.dumps(windows)}])
+    assert host_state.read_fast(df, df["witness_ms"]).tolist() == [True, False]
