@@ -4,8 +4,13 @@ measurements of it (the eager trial first), and the interval the report and `rec
 A compiled trial times eager windows alternating with its compiled ones; the speedup is their ratio.
 Those eager windows should run as fast as the other measurements of the same eager step (same model,
 phase, precision, batch, input and device), compared at the same host speed (`witness_ms`,
-`host_state`). When they do not, beyond the larger of 5% and the row's run-to-run floor, something
-moved the baseline inside the trial and the speedup is not established; the cause is named.
+`host_state`). A drift past the larger of 5% and the row's run-to-run floor gets its cause named.
+Where the cause biases the in-trial ratio (a neighbour compiled during the windows, or the two sides
+ran at different host speeds, so the comparison says nothing) the speedup is not established
+(`drift_blocks`). Where both sides ran at one host speed, the eager step ran at another speed in
+another process: the in-trial ratio, eager and compiled windows alternated in one process, is what
+repeats of the trial reproduce, and the reported interval spans the speedup against the other
+processes' eager step too, so the verdict holds only where both agree.
 
 The in-trial interval (paired bootstrap, at least +-2%) sees only what changed inside one trial. The
 reported interval (`speedup_low`/`_high`) widens it to at least the run-to-run floor (wider over an
@@ -54,18 +59,20 @@ def _compiled_ok(df: pd.DataFrame, values: pd.Series) -> pd.Series:
 
 def self_check(df: pd.DataFrame) -> dict[str, pd.Series]:
     """The self-check's columns of a prepared frame: baseline_drift_pct, drift_state, drift_cause,
-    eager_trial_speedup and speedup_low / speedup_high, from one match of every row with its eager
-    trial, at the same host speed."""
+    drift_blocks, eager_trial_speedup and speedup_low / speedup_high, from one match of every row with
+    its eager trial, at the same host speed."""
     if df.empty:
         empty = pd.Series(dtype="float64", index=df.index)
         return {"baseline_drift_pct": empty, "drift_state": empty.astype("object"),
-                "drift_cause": empty.astype("object"), "eager_trial_speedup": empty, "drift_limit_pct": empty,
-                "speedup_low": empty, "speedup_high": empty}
+                "drift_cause": empty.astype("object"), "drift_blocks": empty.astype("boolean"),
+                "eager_trial_speedup": empty, "drift_limit_pct": empty, "speedup_low": empty, "speedup_high": empty}
     trials = _EagerTrials(df)
     m = _matched_state(df, trials)
     m["drift_limit_pct"] = drift_limit_pct(df, trials).where(m["baseline_drift_pct"].notna())
     low, high = reported_interval(df, trials, m["eager_trial_speedup"])
-    return {**m, "drift_cause": drift_cause(df, m), "speedup_low": low, "speedup_high": high}
+    cause = drift_cause(df, m)
+    return {**m, "drift_cause": cause, "drift_blocks": drift_blocks(cause, m["baseline_drift_pct"]),
+            "speedup_low": low, "speedup_high": high}
 
 
 def _ratio(a: pd.Series, b: pd.Series) -> pd.Series:
@@ -183,18 +190,35 @@ DRIFT_LIMIT_PCT = 5.0
 run-to-run floor, where wider: `drift_limit_pct`), the speedup is not established."""
 
 
+BETWEEN_PROCESSES = "between processes"
+"""How a drift cause begins where both sides ran at one host speed: the eager step ran at another
+speed in another process, which does not bias the in-trial ratio (see the module docstring)."""
+
+
 def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series]) -> pd.Series:
-    """Per drifted row, what the rows show of why: a compiling neighbour, a host that ran slow
-    through one side (no matched state to compare), or nothing that the witness saw."""
+    """Per drifted row, what the rows show of why: a compiling neighbour, a row without host-speed
+    readings, a host that ran slow through one side (no matched state to compare), or another
+    process's eager step at the same host speed (`BETWEEN_PROCESSES`)."""
     drift = m["baseline_drift_pct"]
     busy = numeric_column(df, "host_busy_windows_pct").fillna(0.0)
-    cause = pd.Series("unexplained: both sides ran at the same host speed", index=df.index, dtype="object")
-    cause = cause.where(~m["drift_state"].eq("slow"), "unexplained: compared at the host's slow state")
+    cause = pd.Series(f"{BETWEEN_PROCESSES}: both sides ran at the host's fast speed", index=df.index, dtype="object")
+    cause = cause.where(~m["drift_state"].eq("slow"), f"{BETWEEN_PROCESSES}: both sides ran at the host's slow speed")
     cause = cause.where(~m["drift_state"].eq("mismatched"),
                         "the host's CPUs ran slow through one side (no common speed state to compare)")
+    cause = cause.where(numeric_column(df, "eager_witness_ms").notna(),
+                        "unexplained: the row carries no host-speed reading (rows from before the witness)")
     cause = cause.where(busy.le(0), "a neighbour trial compiled during " + busy.round(0).astype(int).astype(str)
                         + "% of the timed windows")
     return cause.where(drift.abs() > m["drift_limit_pct"], None)
+
+
+def drift_blocks(cause: pd.Series, drift: pd.Series) -> pd.Series:
+    """Per row: whether its drift leaves the speedup not established: a drift past the limit whose
+    cause biases the in-trial ratio or makes the comparison meaningless (anything but
+    `BETWEEN_PROCESSES`). Null where nothing was checked (eager rows, rows with no eager trial)."""
+    named = cause.notna()
+    blocks = named & ~cause.where(named, "").astype(str).str.startswith(BETWEEN_PROCESSES)
+    return blocks.astype("boolean").where(drift.notna(), pd.NA)
 
 
 def baseline_drift_pct(df: pd.DataFrame, trials: _EagerTrials | None = None) -> pd.Series:

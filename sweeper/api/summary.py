@@ -41,19 +41,31 @@ def failure_lines(rows: list[dict[str, Any]], labels: dict[str, str]) -> list[st
 
 def baseline_check(df: Any) -> str:
     """The sweep's self-check, one line (and one per drifted row): every compiled row's in-trial
-    eager baseline against its context's other eager measurements (`drift.baseline_consensus`)."""
+    eager baseline against its context's other eager measurements (`drift.baseline_consensus`), how
+    many drift past their limit, and of those how many leave the speedup not established
+    (`drift_blocks`) rather than widen its interval (a drift between processes at one host speed)."""
+    import pandas as pd
+
     from sweeper.analysis.frames import prepare, setting_label
     data = prepare(df)
     drift, limit = data["baseline_drift_pct"], data["drift_limit_pct"]
     checked, off = drift.notna(), drift.abs() > limit
+    blocks = off & data["drift_blocks"].fillna(True).astype(bool)
     limits = sorted({f"{x:g}%" for x in limit[checked].round(1)})
-    verdict = (": their speedup is not established" if off.any()
-               else ": every one is established" if checked.any() else "")
+    parts = []
+    if off.any() and (off & ~blocks).any():
+        parts.append(f"{int((off & ~blocks).sum())} between processes at one host speed (their intervals span "
+                     "both speedups)")
+    if blocks.any():
+        parts.append(f"{int(blocks.sum())} not established")
+    verdict = (": " + ", ".join(parts) if parts else ": every one is established" if checked.any() else "")
     lines = [f"baseline check: {int(checked.sum())} compiled rows checked against their context's other eager "
              f"measurements, {int(off.sum())} drift past their limit ({' / '.join(limits) or '-'}){verdict}"]
-    for _, r in data[off].iterrows():
-        at = {"slow": " (both at the host's slow state)"}.get(r.get("drift_state"), "")
+    for i, r in data[off].iterrows():
         lines.append(f"  {r['model']} {setting_label(r)} {r['precision']}: in-trial eager "
-                     f"{r['baseline_drift_pct']:+.1f}% vs the others{at}, limit {round(r['drift_limit_pct'], 1):g}%: "
-                     f"{r.get('drift_cause') or 'cause unknown'}")
+                     f"{r['baseline_drift_pct']:+.1f}% vs the others, limit {round(r['drift_limit_pct'], 1):g}%: "
+                     f"{r.get('drift_cause') or 'cause unknown'}"
+                     + ("; speedup not established" if blocks[i] else
+                        f"; interval {r['speedup_low']:.2f}-{r['speedup_high']:.2f}x" if pd.notna(r["speedup_low"])
+                        else ""))
     return "\n".join(lines)

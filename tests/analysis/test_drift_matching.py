@@ -53,12 +53,36 @@ def test_a_drift_without_a_common_state_names_the_host_as_its_cause():
     assert "ran slow through one side" in checked["drift_cause"][1]
 
 
-def test_a_drift_at_one_speed_is_unexplained_and_a_neighbours_compile_is_named():
+def test_a_drift_at_one_speed_is_between_processes_and_a_neighbours_compile_is_named():
     df = _rows({"throughput_items_s": 100.0, "witness_ms": 1.0},
-               {"throughput_items_s": 200.0, "eager_throughput_items_s": 80.0})
-    assert drift.self_check(df)["drift_cause"][1].startswith("unexplained")
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 80.0, "speedup_ci_low": 2.4,
+                "speedup_ci_high": 2.6})
+    checked = drift.self_check(df)  # 2.5x in the trial, 2.0x against the eager trial
+    assert checked["drift_cause"][1] == "between processes: both sides ran at the host's fast speed"
+    assert not checked["drift_blocks"][1]  # the in-trial ratio holds; the interval spans 200/100 too
+    assert checked["speedup_low"][1] == pytest.approx(2.0) and checked["speedup_high"][1] >= 2.6
     df.loc[1, "host_busy_windows_pct"] = 40.0
-    assert drift.self_check(df)["drift_cause"][1] == "a neighbour trial compiled during 40% of the timed windows"
+    checked = drift.self_check(df)
+    assert checked["drift_cause"][1] == "a neighbour trial compiled during 40% of the timed windows"
+    assert checked["drift_blocks"][1]  # a compile beside the eager windows biases the ratio itself
+    assert pd.isna(checked["drift_blocks"][0])  # the eager trial is checked against nothing
+
+
+def test_a_drift_blocks_where_the_two_sides_ran_at_different_speeds_or_nothing_read_the_host():
+    mismatched = _rows({"throughput_items_s": 62.5, "witness_ms": 1.6, "host_state": "slow"},
+                       {"throughput_items_s": 200.0, "eager_throughput_items_s": 100.0})
+    assert drift.self_check(mismatched)["drift_blocks"][1]
+    unread = _rows({"throughput_items_s": 100.0}, {"throughput_items_s": 200.0, "eager_throughput_items_s": 80.0})
+    unread = unread.drop(columns=["witness_ms", "eager_witness_ms", "witness_ref_ms", "host_state"])
+    checked = drift.self_check(unread)
+    assert checked["drift_cause"][1].startswith("unexplained: the row carries no host-speed reading")
+    assert checked["drift_blocks"][1]
+    slow = _rows({"throughput_items_s": 62.5, "witness_ms": 1.6, "host_state": "slow", "throughput_slow_items_s": 62.5},
+                 {"throughput_items_s": 200.0, "eager_throughput_items_s": 100.0,
+                  "eager_throughput_slow_items_s": 50.0, "throughput_slow_items_s": 190.0})
+    checked = drift.self_check(slow)
+    assert checked["drift_cause"][1] == "between processes: both sides ran at the host's slow speed"
+    assert not checked["drift_blocks"][1]
 
 
 def test_rows_without_witness_columns_are_checked_as_before():

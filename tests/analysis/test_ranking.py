@@ -76,6 +76,10 @@ def test_noise_decides_ties_and_drift_unsettles_a_speedup() -> None:
     assert ranking.standing({**with_ci, "speedup_ci_low": 0.97}).kind == "tie"
     drifted = ranking.standing({**with_ci, "baseline_drift_pct": 12.0})
     assert drifted.kind == "drifted" and "12% from the context's other eager measurements" in drifted.note()
+    assert ranking.standing({**with_ci, "baseline_drift_pct": 12.0, "drift_blocks": True}).kind == "drifted"
+    between = ranking.standing({**with_ci, "baseline_drift_pct": 12.0, "drift_blocks": False,
+                                "speedup_low": 1.02, "speedup_high": 1.2})
+    assert between.kind == "faster" and "(12% apart)" in between.source  # its interval spans both speedups
     assert ranking.standing({**base, "speedup_vs_eager": 0.9}).kind == "slower"
     assert ranking.tied(1.0, 1.015, 0.0) and not ranking.tied(1.0, 1.05, 2.0)
 
