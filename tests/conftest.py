@@ -13,6 +13,12 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Inductor trusts /proc/cpuinfo for the CPU's vector ISA instead of proving it by compiling and loading
+# a test program per ISA (AVX512-VNNI, AVX512, AVX2): ~5 s of g++ in every process with a fresh cache
+# dir (each cold compile, Mega-Cache warm start, AOTI build, exported first call), the same answer each
+# time on one machine. The kernels are compiled for real as before; children inherit it (Ray workers,
+# fork servers, measuring processes, `ray start` nodes the tests start).
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 CPU_HOG = "while True: pass  # sweeper-test-cpu-hog"
 
 
@@ -39,6 +45,28 @@ worker starts its own local Ray, and the real sweeps and compiles are CPU-bound.
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
+
+
+SLOWEST_FIRST = (
+    "tests/run/test_address.py", "tests/e2e/test_export_e2e.py", "tests/e2e/test_mixed_cluster.py",
+    "tests/measure/test_measure_process.py", "tests/zoo/test_docs_models.py", "tests/e2e/test_faults.py",
+    "tests/e2e/test_e2e.py", "tests/measure/test_forkserver.py", "tests/measure/test_aoti.py",
+    "tests/zoo/test_any_model.py", "tests/cli/test_cli_surprises.py", "tests/run/test_full_disk.py",
+    "tests/benchmarks/test_train_step_check.py", "tests/run/test_resume.py", "tests/e2e/test_multinode.py",
+    "tests/run/test_tune_records.py", "tests/run/test_durable_rows.py", "tests/measure/test_generate.py",
+    "tests/measure/test_gpu_lock.py", "tests/run/test_slow_reruns.py",
+)
+"""The test files that take longest (seconds on a 2-core machine, most first), run first: a worker
+that finishes one takes the next file, so the short files even out the end instead of one worker
+running a long file alone at the end. Files not named run after these, in collection order; a stale
+list costs wall time only. (pyproject's --no-loadscope-reorder keeps this order: xdist would otherwise
+order files by their number of tests.)"""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(SLOWEST_FIRST)}
+    # a stable sort: each file's tests keep their order (and stay together for its module fixtures)
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(SLOWEST_FIRST)))
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:

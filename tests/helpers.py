@@ -33,7 +33,7 @@ def tiny_spec(name: str = "t", **overrides: Any) -> dict[str, Any]:
         "name": name,
         "models": [{"name": "bert-tiny"}],
         "axes": {"mode": ["eager", "default"], "dynamic": [False], "batch_size": [2], "seq_len": [16]},
-        "measure": {"backend": "aot_eager", "warmup_iters": 1, "min_window_iters": 2,
+        "measure": {"backend": "aot_eager", "warmup_iters": 1, "windows": 5, "min_window_iters": 2,
                     "min_window_s": 0.01, "trial_timeout_s": 300, "warm_compile": False},
         "resources": {"device": "cpu", "max_concurrent_trials": 2},
     }

@@ -9,10 +9,9 @@
 * **Noise**: a speedup's interval is the reported interval (`speedup_low` / `speedup_high`, see
   `drift`) where the rows carry one, else the speedup plus or minus the spread of the trial's
   windows (`throughput_spread_pct`), never narrower than the tie band; a difference inside it is
-  a tie. A row whose in-trial eager baseline drifted from the context's other measurements of it
-  (`baseline_drift_pct`) beyond its limit (`drift_limit_pct`) for a cause that biases the in-trial
-  ratio (`drift_blocks`) has no established speedup; a drift between processes at one host speed
-  only widens the interval to the speedup against the others (`drift.reported_interval`)."""
+  a tie. A row whose in-trial baseline drifted past its limit (`drift_limit_pct`) for a cause that
+  biases the in-trial ratio (`drift_blocks`) has no established speedup; a drift between processes
+  at one host speed only widens the interval to span the speedup over the others (`drift`)."""
 
 from __future__ import annotations
 

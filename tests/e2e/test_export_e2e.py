@@ -32,9 +32,22 @@ def _first_call(export_dir, how: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.fixture(scope="module")
+def cold_first_call():
+    """`cold_first_call(export_dir)`: the exported setting's first call compiled cold, run once for the
+    module: both tests export the same trial, and the cold call never reads their artifacts."""
+    found: dict[str, dict] = {}
+
+    def get(export_dir) -> dict:
+        if "cold" not in found:
+            found["cold"] = _first_call(export_dir, "cold")
+        return found["cold"]
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("process_start", ["forkserver", "subprocess"])
-def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path, process_start):
+def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path, process_start, cold_first_call):
     """The artifact a measuring process saved, forked from the fork server (the default) or a new
     interpreter, loads in the deployment's plain interpreter with every compile a cache hit."""
     spec = parse_spec(tiny_spec(axes={"scope": ["regional"], "batch_size": [2]},
@@ -56,7 +69,7 @@ def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path
     assert run_cli(["export", str(tmp_path / "results"), "--model", "bert-tiny", "--trial", trial.trial_id,
                     "-o", str(out)]) == 0
     loaded = _first_call(out, "artifact")
-    cold = _first_call(out, "cold")
+    cold = cold_first_call(out)
     log.warning("first call: %.2f s from the artifact, %.2f s cold; trial: cold compile %.2f s, warm from cache "
                 "dir %.2f s, warm from artifact %.2f s (+%.2f s load), artifact %d bytes", loaded["first_call_s"],
                 cold["first_call_s"], row["compile_s"], row["warm_compile_s"], row["warm_megacache_s"],
@@ -64,4 +77,5 @@ def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path
     assert loaded["fx_graph_cache_hits"] >= 1 and loaded["fx_graph_cache_misses"] == 0  # inductor's compile skipped
     assert cold["fx_graph_cache_hits"] == 0 and cold["fx_graph_cache_misses"] >= 1
     assert loaded["artifact"] and not cold["artifact"] and loaded["device"] == "cpu"
-    assert loaded["pid"] != cold["pid"] and loaded["ended_at"] <= cold["started_at"]  # one at a time, each its own
+    one_at_a_time = loaded["ended_at"] <= cold["started_at"] or cold["ended_at"] <= loaded["started_at"]
+    assert loaded["pid"] != cold["pid"] and one_at_a_time  # each its own process, never beside the other

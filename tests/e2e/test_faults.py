@@ -34,9 +34,10 @@ from tests.helpers import REPO, run_cli, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_S = 120
-"""Per-trial limit: far above a healthy trial here (~10-20 s on 2 busy cores, several times that with a
-CPU hog per core beside the suite), so only the hang hits it."""
+TIMEOUT_S = 60
+"""Per-trial limit: far above a healthy trial here (the slowest, `ok`, takes ~8 s on 2 idle cores and
+~13 s with a CPU hog per core beside it), so only the hang hits it. The hang is the first trial
+started: it holds one of the two slots for this long while the other trials run beside it."""
 HANG_S = 300
 """How long the sweep's leftovers may take to go: catches a hang only."""
 
@@ -71,9 +72,9 @@ class Sweep(NamedTuple):
 def fault_sweep(ray_local, tmp_path_factory) -> Sweep:
     tmp = tmp_path_factory.mktemp("faults")
     (tmp / "hang_pids").mkdir()
-    models = [_model(name, f"make_{name}") for name in EXPECTED if name not in ("segfault_once", "hang")]
+    models = [_model("hang", "make_hang", pid_dir=str(tmp / "hang_pids"))]  # first: the others run beside it
+    models += [_model(name, f"make_{name}") for name in EXPECTED if name not in ("segfault_once", "hang")]
     models.append(_model("segfault_once", "make_segfault", once_marker=str(tmp / "segfault.done")))
-    models.append(_model("hang", "make_hang", pid_dir=str(tmp / "hang_pids")))
     spec = write_spec(tmp, tiny_spec(
         "faults", models=models, axes={"mode": ["default"], "dynamic": [False], "batch_size": [2]},
         measure={"trial_timeout_s": TIMEOUT_S}, resources={"max_concurrent_trials": 2, "max_retries": 1}))

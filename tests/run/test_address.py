@@ -92,10 +92,14 @@ def head() -> Iterator[Head]:
         yield h
 
 
-def _sweep(env: dict[str, str], work: Path, *flags: str) -> subprocess.CompletedProcess:
+def _sweep_cmd(work: Path, *flags: str) -> list[str]:
     spec = write_spec(work, SPEC)
-    cmd = [sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(work / "out"), "--no-report", *flags]
-    return subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+    return [sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(work / "out"), "--no-report", *flags]
+
+
+def _sweep(env: dict[str, str], work: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run(_sweep_cmd(work, *flags), env=env, cwd=work, capture_output=True, text=True,
+                          timeout=SWEEP_TIMEOUT_S)
 
 
 def _node_ids(work: Path) -> set[str]:
@@ -140,23 +144,46 @@ def test_ray_job_submit_runs_the_sweep_on_the_cluster(head, tmp_path):
     assert _node_ids(tmp_path) == {head.node_id}
 
 
+@pytest.fixture(scope="module")
+def refused(tmp_path_factory) -> dict[str, tuple[str, Path, subprocess.CompletedProcess]]:
+    """`sweeper run` given an address with nothing behind it, by --address and by RAY_ADDRESS: both
+    started at once, as each waits out address.PROBE_S. Where -> (address, work dir, the command)."""
+    started = {}
+    for where in ("--address", "RAY_ADDRESS"):
+        work, address = tmp_path_factory.mktemp("refused"), f"127.0.0.1:{free_port()}"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        flags = ["--address", address] if where == "--address" else []
+        if where == "RAY_ADDRESS":
+            env["RAY_ADDRESS"] = address
+        cmd = _sweep_cmd(work, *flags)
+        with open(work / "stdout", "w") as out, open(work / "stderr", "w") as err:
+            started[where] = (address, work, cmd, subprocess.Popen(cmd, env=env, cwd=work, stdout=out, stderr=err))
+    done = {}
+    try:
+        for where, (address, work, cmd, proc) in started.items():
+            proc.wait(timeout=SWEEP_TIMEOUT_S)
+            done[where] = (address, work, subprocess.CompletedProcess(
+                cmd, proc.returncode, (work / "stdout").read_text(), (work / "stderr").read_text()))
+    finally:
+        for *_, proc in started.values():
+            if proc.poll() is None:  # a hang: the wait above failed
+                proc.kill()
+                proc.wait()
+    return done
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["--address", "RAY_ADDRESS"])
-def test_an_address_with_no_cluster_fails_in_one_line(tmp_path, where):
+def test_an_address_with_no_cluster_fails_in_one_line(refused, where):
     """Refused within address.PROBE_S of the first refused connection; how long the command takes
     on top of that (interpreter, imports) depends on the machine's load, so no clock decides it."""
-    address = f"127.0.0.1:{free_port()}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    flags = ["--address", address] if where == "--address" else []
-    if where == "RAY_ADDRESS":
-        env["RAY_ADDRESS"] = address
-    out = _sweep(env, tmp_path, *flags)
+    address, work, out = refused[where]
     assert out.returncode == 2, out.stderr[-3000:]
     assert out.stderr.strip().splitlines() == [f"sweeper: error: no Ray cluster at {address} (Connection refused); "
                                                "start one with `ray start --head`, or leave out --address for a "
                                                "local Ray"]
-    assert not list((tmp_path / "out").iterdir())  # checked writable before Ray, nothing written
+    assert not list((work / "out").iterdir())  # checked writable before Ray, nothing written
 
 
 def _ours(trial_ids: list[str]) -> list[psutil.Process]:
