@@ -25,8 +25,9 @@ from sweeper.analysis.drift import BETWEEN_PROCESSES
 from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results
 
-REPEAT_ARMS = ("ungated", "gated", "consensus", "precision/repeats", "reference", "placement/hop_gate", "h100/repeats")
-"""Arms with three repeats of launch_bound.yaml (r1, r2, r3)."""
+REPEAT_ARMS = ("ungated", "gated", "consensus", "precision/repeats", "reference", "placement/hop_gate", "h100/repeats",
+               "final")
+"""Arms with repeats of launch_bound.yaml (r1, r2, r3; the final arm five)."""
 
 
 def compiled_rows(sweep: Path) -> pd.DataFrame:
@@ -44,7 +45,7 @@ def drift_class(r: pd.Series) -> str:
 def repeats(root: Path) -> pd.DataFrame:
     frames = []
     for arm in REPEAT_ARMS:
-        for rep in ("r1", "r2", "r3"):
+        for rep in ("r1", "r2", "r3", "r4", "r5"):
             if (root / arm / rep / "results.parquet").exists():
                 frames.append(compiled_rows(root / arm / rep).assign(arm=arm, rep=rep))
     df = pd.concat(frames, ignore_index=True)
