@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from studies.decisive import drift_between
+from studies.decisive import drift_between, repeat_coverage
 from tests.helpers import REPO
 
 ROOT = REPO / "studies/decisive/results"
@@ -14,7 +14,8 @@ ROOT = REPO / "studies/decisive/results"
 def tables() -> dict[str, str]:
     df = drift_between.repeats(ROOT)
     return {"spread": drift_between.spread_table(df), "corrected": drift_between.corrected_table(df),
-            "coverage": drift_between.coverage_table(df), "sweeps": drift_between.sweeps_table(ROOT)}
+            "coverage": drift_between.coverage_table(df), "sweeps": drift_between.sweeps_table(ROOT),
+            "repeat coverage": repeat_coverage.table(df)}
 
 
 def test_the_study_page_matches_the_committed_rows(tables) -> None:
@@ -29,3 +30,24 @@ def test_drift_between_processes_no_longer_blocks_but_other_causes_do(tables) ->
     blocked = [line for line in table[2:-1] if not line.endswith("| 0 |")]
     assert [line.split(" | ")[0].lstrip("| ") for line in blocked] == [
         "consensus/shared", "placement/hop_gate/smoke", "placement/lease1/r1", "ungated/r2"]
+
+
+def test_calibrated_intervals_hold_another_run_as_often_as_their_spread_says() -> None:
+    """Runs of one setting drawn from one normal spread: an exact 95% interval of each holds the other's
+    headline in erf(1.96 / 2) of the checks, and the module's expectation says the same."""
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    sigma, rows = 0.04, []
+    for setting in range(200):
+        for rep in range(3):
+            x = 5.0 * math.exp(rng.normal(0, sigma))
+            rows.append({"arm": "sim", "model": f"m{setting}", "mode": "default", "rep": f"r{rep}",
+                         "speedup_vs_eager": x, "speedup_low": x * math.exp(-1.96 * sigma),
+                         "speedup_high": x * math.exp(1.96 * sigma)})
+    p = repeat_coverage.pairs(pd.DataFrame(rows))
+    assert p["held"].mean() == pytest.approx(math.erf(1.96 / 2), abs=0.03)
+    assert p["expected"].mean() == pytest.approx(math.erf(1.96 / 2), abs=0.08)  # sigma from 3 runs: noisy

@@ -1,0 +1,69 @@
+"""How often one repeat's headline should fall inside another repeat's interval, given how far the
+repeats themselves spread: the decisive study's repeat target weighed against the rows.
+
+If a setting's headline speedup varies from run to run with a spread sigma (of its log), two runs
+differ by D ~ N(0, 2 sigma^2), and a row's interval [low, high] holds the other run's headline with
+probability P(-log(x/low) <= D <= log(high/x)). Summed over the pairs of each arm's repeats, that is
+the coverage intervals as wide as the reported ones can be expected to give; an exact 95% interval
+of one run (1.96 sigma each side) gives erf(1.96 / 2) = 83%, however well it is built. sigma is each
+setting's sample spread over its repeats (3 or 5: itself uncertain).
+
+    python -m studies.decisive.repeat_coverage [studies/decisive/results]
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from studies.decisive.drift_between import repeats
+
+Z99 = 2.576
+"""Two-sided 99% normal quantile: a check that passes 99 times in 100 needs Z99 * sqrt(2) sigma."""
+
+
+def _phi(x: float) -> float:
+    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+
+
+def pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """One line per (row, other repeat of its setting): observed hold and its expected probability."""
+    out = []
+    for (arm, model, mode), g in df.groupby(["arm", "model", "mode"], sort=False):
+        logs = np.log(g["speedup_vs_eager"].to_numpy(float))
+        sigma = float(np.std(logs, ddof=1))
+        for _, r in g.iterrows():
+            x, low, high = r["speedup_vs_eager"], r["speedup_low"], r["speedup_high"]
+            scale = math.sqrt(2) * sigma
+            expected = _phi(math.log(high / x) / scale) - _phi(-math.log(x / low) / scale) if scale > 0 else 1.0
+            for _, o in g[g["rep"] != r["rep"]].iterrows():
+                out.append({"arm": arm, "setting": f"{model} {mode}", "sigma_pct": 100 * sigma,
+                            "half_width_pct": 50 * (high - low) / x, "held": low <= o["speedup_vs_eager"] <= high,
+                            "expected": expected})
+    return pd.DataFrame(out)
+
+
+def table(df: pd.DataFrame) -> str:
+    p = pairs(df)
+    lines = ["| arm | settings | checks | held | expected of intervals this wide | run-to-run spread (median) | "
+             "half-width (median) | half-width a check needs to pass 99 times in 100 (median) |",
+             "|---|---|---|---|---|---|---|---|"]
+    for arm, g in [*p.groupby("arm", sort=False), ("**all**", p)]:
+        sigma = g.groupby(["arm", "setting"])["sigma_pct"].first()
+        lines.append(f"| {arm} | {len(sigma)} | {len(g)} | {int(g['held'].sum())} ({100 * g['held'].mean():.0f}%) | "
+                     f"{100 * g['expected'].mean():.0f}% | {sigma.median():.1f}% | "
+                     f"+-{g['half_width_pct'].median():.1f}% | +-{Z99 * math.sqrt(2) * sigma.median():.1f}% |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "studies/decisive/results")
+    print(table(repeats(root)))
+
+
+if __name__ == "__main__":
+    main()
