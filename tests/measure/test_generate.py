@@ -165,6 +165,31 @@ def test_inductor_default_and_reduce_overhead_rows_on_cpu(tmp_path_factory):
     assert rows["reduce-overhead static"]["cudagraph_skips"] >= 1
 
 
+TINY_LLAMA = {"name": "hf:llama", "task": "causal-lm",
+              "kwargs": {"vocab_size": 1024, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+                         "num_key_value_heads": 1, "intermediate_size": 128, "max_position_embeddings": 64}}
+"""A two-layer Llama by its Hugging Face name (grouped-query attention, rotary positions)."""
+
+
+@pytest.mark.slow
+def test_a_tiny_llama_generates_eager_default_and_reduce_overhead_rows_on_cpu(tmp_path_factory):
+    """The any-model path into phase generate: an hf: causal LM decodes through transformers'
+    compile_config under inductor, its eager baseline verified uncompiled, the tokens equal."""
+    spec = _spec(["eager", "default", "reduce-overhead"], backend="inductor")
+    spec["models"] = [TINY_LLAMA]
+    rows = _rows(tmp_path_factory, spec)
+    assert set(rows) == {"eager static", "default static", "reduce-overhead static"}
+    for key, row in rows.items():
+        assert row["status"] == "ok", (key, row["error"])
+        assert row["eager_compiled_frames"] == 0 and row["eager_disable_compile"] is True, key
+        assert row["decode_tokens_per_s"] > 0 and row["ttft_ms"] > 0, key
+    for key in ("default static", "reduce-overhead static"):
+        row = rows[key]
+        assert row["generate_compile_path"] == "compile_config" and row["graphs"] >= 1, key
+        assert row["tokens_match_rate"] == 1.0 and row["accuracy_ok"] is True, key
+    assert rows["reduce-overhead static"]["cudagraph_skips"] >= 1  # no CUDA graphs off the GPU
+
+
 @pytest.mark.slow
 def test_dynamic_cache_compiles_the_forward_and_matches_eager(tmp_path_factory):
     rows = _rows(tmp_path_factory, _spec(["default"], caches=("dynamic",)))
