@@ -11,6 +11,8 @@
 #   recommend  `sweeper recommend --workload` for a chat-like (200x128+128) and a batch-like
 #              (10000x1024+128) workload, per model; text and JSON.
 #   table      the table of prefill, decode, compile and memory per setting (OUT_DIR/table.txt).
+#   spread     eager_spread.py: GPT-2 batch 32's eager call in 4 fresh processes, with and without a
+#              per-token clock (OUT_DIR/eager_spread.txt, .json; about 2 minutes).
 #   report     the HTML report of both sweeps.
 set -u
 out=${1:?usage: run_h200.sh OUT_DIR STAGE...}
@@ -66,6 +68,8 @@ for stage in "$@"; do
     check) check ;;
     recommend) recommend ;;
     table) table ;;
+    spread) python3 -m studies.generate.eager_spread --model gpt2 --batch 32 --prompt 128 --new 128 --processes 4 \
+      --json "$out/eager_spread.json" >"$out/eager_spread.txt" 2>&1 ;;
     report) for n in gpt2 llama; do python3 -m sweeper report "$out/$n" -o "$out/$n/report.html" --title "generate $n on H200"; done ;;
     *) echo "unknown stage $stage" >&2 ;;
   esac
