@@ -101,16 +101,22 @@ def corrected_table(df: pd.DataFrame) -> str:
             f"is the larger in {int((corrected > own).sum())} of {len(own)}.")
 
 
-def coverage_table(df: pd.DataFrame) -> str:
-    """Per drift class: how often a row's reported interval holds each other repeat's headline."""
+def repeat_pairs(df: pd.DataFrame) -> pd.DataFrame:
+    """One line per row and each other repeat of its setting: the row's own columns (its interval among
+    them), whether that interval holds the other repeat's headline, and the interval's half-width."""
     out = []
-    for (arm, _, _), g in df.groupby(["arm", "model", "mode"], sort=False):
+    for _, g in df.groupby(["arm", "model", "mode"], sort=False):
         for _, r in g.iterrows():
             for _, o in g[g["rep"] != r["rep"]].iterrows():
-                out.append({"arm": arm, "class": r["class"],
+                out.append({**r.to_dict(),
                             "covers": r["speedup_low"] <= o["speedup_vs_eager"] <= r["speedup_high"],
                             "half_width_pct": 50 * (r["speedup_high"] - r["speedup_low"]) / r["speedup_vs_eager"]})
-    cov = pd.DataFrame(out)
+    return pd.DataFrame(out)
+
+
+def coverage_table(df: pd.DataFrame) -> str:
+    """Per drift class: how often a row's reported interval holds each other repeat's headline."""
+    cov = repeat_pairs(df)
     lines = ["| rows | pairs | interval holds the other repeat's headline | median half-width |", "|---|---|---|---|"]
     for name, g in cov.groupby("class"):
         lines.append(f"| {name} | {len(g)} | {int(g['covers'].sum())} ({100 * g['covers'].mean():.0f}%) | "

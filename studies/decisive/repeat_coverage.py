@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from studies.decisive.drift_between import repeats
+from studies.decisive.drift_between import repeat_pairs, repeats
 
 Z99 = 2.576
 """Two-sided 99% normal quantile: a check that passes 99 times in 100 needs Z99 * sqrt(2) sigma."""
@@ -32,19 +32,20 @@ def _phi(x: float) -> float:
 
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
     """One line per (row, other repeat of its setting): observed hold and its expected probability."""
-    out = []
-    for (arm, model, mode), g in df.groupby(["arm", "model", "mode"], sort=False):
-        logs = np.log(g["speedup_vs_eager"].to_numpy(float))
-        sigma = float(np.std(logs, ddof=1))
-        for _, r in g.iterrows():
-            x, low, high = r["speedup_vs_eager"], r["speedup_low"], r["speedup_high"]
-            scale = math.sqrt(2) * sigma
-            expected = _phi(math.log(high / x) / scale) - _phi(-math.log(x / low) / scale) if scale > 0 else 1.0
-            for _, o in g[g["rep"] != r["rep"]].iterrows():
-                out.append({"arm": arm, "setting": f"{model} {mode}", "sigma_pct": 100 * sigma,
-                            "half_width_pct": 50 * (high - low) / x, "held": low <= o["speedup_vs_eager"] <= high,
-                            "expected": expected})
-    return pd.DataFrame(out)
+    sigma = df.groupby(["arm", "model", "mode"], sort=False)["speedup_vs_eager"].transform(
+        lambda s: float(np.std(np.log(s.to_numpy(float)), ddof=1)))
+    p = repeat_pairs(df.assign(sigma=sigma))
+
+    def expected(r: pd.Series) -> float:
+        scale = math.sqrt(2) * r["sigma"]
+        if not scale > 0:
+            return 1.0
+        x = r["speedup_vs_eager"]
+        return _phi(math.log(r["speedup_high"] / x) / scale) - _phi(-math.log(x / r["speedup_low"]) / scale)
+
+    return pd.DataFrame({"arm": p["arm"], "setting": p["model"] + " " + p["mode"], "sigma_pct": 100 * p["sigma"],
+                         "half_width_pct": p["half_width_pct"], "held": p["covers"],
+                         "expected": p.apply(expected, axis=1)})
 
 
 def table(df: pd.DataFrame) -> str:
