@@ -1,52 +1,57 @@
-"""Why a fresh process's aoti_load_package crashed: one package, loaded in fresh processes in
-different orders, each ending (exit code or signal) and the last stage it reached recorded.
+"""Why a fresh process's aoti_load_package crashed: packages built three ways, each loaded in fresh
+processes in different orders and environments, each ending (exit code or signal), the last stage it
+reached and its seconds recorded.
 
     python -m studies.knobs.load_probe OUT_DIR [--model resnet50] [--batch-size 64] [--device cuda]
+                                       [--builds default,consts_on_disk,tiny]
 
-Builds OUT_DIR/model.pt2 once (torch.export + aoti_compile_and_package, as sweeper's aoti path does),
-then runs every variant in a new interpreter and writes OUT_DIR/load_probe.jsonl (one line a variant)
-and prints a table. Variants: the load before or after the process made its CUDA context, with the
-device index left to its default (-1) or named; and, after a correct load, inputs on the wrong
-device or of another batch size (the package's inputs are fixed).
+Builds (each in its own process, which then loads its package in-process and calls it once, so a
+crash there is a recorded result, not the probe's end):
+
+- `default`: the model, torch.export + aoti_compile_and_package as sweeper's aoti path does
+  (constants inside the shared library).
+- `consts_on_disk`: the same with `aot_inductor.package_constants_in_so=False` and the constants
+  in one binary blob beside the library.
+- `tiny`: a two-layer MLP on the same device (is it the model or every package?).
+
+Each build's package listing (`OUT_DIR/<build>/package.json`) and the shared library's unresolved
+libraries (`ldd`, with and without this environment's LD_LIBRARY_PATH) are written too. Then every
+fresh-process variant runs on the `default` package, and `load_after_cuda_index0` on the others:
+the load before or after the process made its CUDA context, with the device index left to its
+default (-1) or named; inputs on the wrong device or of another batch size; the correct order in an
+environment stripped to PATH and HOME (`clean_env`); with the dynamic loader's trace (`ld_debug`:
+the last libraries opened before an end); and under gdb when the host has it (`gdb`: the native
+stack). Every child runs with core dumps off and Python's fault handler on (its stack of the
+crash is in `stderr_tail`). OUT_DIR/load_probe.jsonl holds one line a run; a table is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 VARIANTS = ("load_before_cuda_default_index", "load_before_cuda_index0", "load_after_cuda_default_index",
-            "load_after_cuda_index0", "inputs_on_cpu", "inputs_other_batch")
+            "load_after_cuda_index0", "inputs_on_cpu", "inputs_other_batch", "clean_env", "ld_debug", "gdb")
+BUILDS = ("default", "consts_on_disk", "tiny")
+CONSTS_ON_DISK = {"aot_inductor.package_constants_in_so": False,
+                  "aot_inductor.package_constants_on_disk_format": "binary_blob"}
 
 
 def _stage(name: str, **more) -> None:
     print(json.dumps({"stage": name, "t": time.time(), **more}), flush=True)
 
 
-def child(variant: str, package: str, batch_size: int, device: str) -> None:
+def _call(runner, shape: list[int], dtype, where: str, cuda: bool) -> None:
     import torch
-    import torch._inductor
 
-    cuda = device == "cuda"
-    _stage("imported", torch=torch.__version__, cuda=torch.version.cuda)
-    if "after_cuda" in variant or variant.startswith("inputs_"):
-        if cuda:
-            torch.cuda.init()
-            torch.empty(1, device="cuda:0")
-        _stage("cuda_context")
-    index = 0 if (variant.endswith("index0") or variant.startswith("inputs_")) and cuda else -1
-    t0 = time.perf_counter()
-    runner = torch._inductor.aoti_load_package(package, device_index=index)
-    _stage("loaded", load_s=time.perf_counter() - t0, device_index=index)
-    meta = json.loads(Path(package + ".inputs.json").read_text())
-    shape, dtype = meta["inputs"][0][0], getattr(torch, meta["inputs"][0][1].removeprefix("torch."))
-    if variant == "inputs_other_batch":
-        shape = [max(1, batch_size // 2), *shape[1:]]
-    where = "cpu" if variant == "inputs_on_cpu" or not cuda else "cuda:0"
     x = torch.randn(shape, device=where).to(dtype) if dtype.is_floating_point else \
         torch.randint(0, 1000, shape, device=where, dtype=dtype)
     _stage("inputs", shape=shape, device=where)
@@ -58,23 +63,148 @@ def child(variant: str, package: str, batch_size: int, device: str) -> None:
     _stage("first_call", first_call_s=time.perf_counter() - t0, out_shape=list(getattr(first, "shape", [])))
 
 
-def build(out: Path, model: str, batch_size: int, device: str) -> Path:
+def child(variant: str, package: str, batch_size: int, device: str) -> None:
     import torch
+    import torch._inductor
+
+    cuda = device == "cuda"
+    _stage("imported", torch=torch.__version__, cuda=torch.version.cuda)
+    if "after_cuda" in variant or variant.startswith("inputs_") or variant in ("clean_env", "ld_debug", "gdb"):
+        if cuda:
+            torch.cuda.init()
+            torch.empty(1, device="cuda:0")
+        _stage("cuda_context")
+    named = variant.endswith("index0") or variant.startswith("inputs_") or variant in ("clean_env", "ld_debug", "gdb")
+    index = 0 if named and cuda else -1
+    t0 = time.perf_counter()
+    runner = torch._inductor.aoti_load_package(package, device_index=index)
+    _stage("loaded", load_s=time.perf_counter() - t0, device_index=index)
+    meta = json.loads(Path(package + ".inputs.json").read_text())
+    shape, dtype = meta["inputs"][0][0], getattr(torch, meta["inputs"][0][1].removeprefix("torch."))
+    if variant == "inputs_other_batch":
+        shape = [max(1, shape[0] // 2), *shape[1:]]
+    where = "cpu" if variant == "inputs_on_cpu" or not cuda else "cuda:0"
+    _call(runner, shape, dtype, where, cuda)
+
+
+class _Tiny:
+    """A two-layer MLP and its batch (the `tiny` build)."""
+
+    @staticmethod
+    def make(batch_size: int, device: str):
+        import torch
+        from torch import nn
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).to(device).eval()
+        return model, torch.randn(batch_size, 256, device=device)
+
+
+def _package(net, args: tuple, kwargs: dict, package: Path, configs: dict, row: dict) -> None:
+    import torch
+    import torch._inductor
+
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        exported = torch.export.export(net, tuple(args), kwargs or None)
+    row["aoti_export_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    torch._inductor.aoti_compile_and_package(exported, package_path=str(package), inductor_configs=configs)
+    row["aoti_package_s"] = time.perf_counter() - t0
+    row["inductor_configs"] = {k: v for k, v in configs.items() if isinstance(v, (bool, int, float, str))}
+
+
+def build_child(build: str, model: str, batch_size: int, device: str, out: Path) -> None:
+    """Build one package at out/model.pt2 (the row beside it), then load it here and call it once."""
+    import torch
+    import torch._inductor
 
     from sweeper.measure import aoti
-    from sweeper.measure.workbench import build_workbench
-    from sweeper.spec.sweep_spec import parse_spec
-    from sweeper.spec.trials import expand
+    from sweeper.measure.inductor_options import aoti_configs
 
-    spec = parse_spec({"name": "probe", "models": [{"name": model}], "axes": {
-        "mode": ["default"], "path": ["aoti"], "batch_size": [batch_size], "dynamic": [False]},
-        "measure": {"matmul_precision": "highest"}})
-    (trial,) = expand(spec)[0]
-    wb = build_workbench(trial, torch.device(device))
+    cuda = device == "cuda"
     package, row = out / "model.pt2", {}
-    aoti.build(wb, row, package)
+    if build == "tiny":
+        net, x = _Tiny.make(batch_size, device)
+        _package(net, (x,), {}, package, {}, row)
+        (out / "model.pt2.inputs.json").write_text(json.dumps(
+            {"inputs": [[list(x.shape), str(x.dtype), x.device.type]], "device": device}))
+    else:
+        from sweeper.measure.workbench import build_workbench
+        from sweeper.spec.sweep_spec import parse_spec
+        from sweeper.spec.trials import expand
+
+        spec = parse_spec({"name": "probe", "models": [{"name": model}], "axes": {
+            "mode": ["default"], "path": ["aoti"], "batch_size": [batch_size], "dynamic": [False]},
+            "measure": {"matmul_precision": "highest"}})
+        (trial,) = expand(spec)[0]
+        wb = build_workbench(trial, torch.device(device))
+        if build == "default":  # exactly sweeper's build
+            aoti.build(wb, row, package)
+        else:  # the trial's own configs, the constants out of the library
+            _package(wb.model, wb.batch.args, wb.batch.kwargs, package, {**aoti_configs(trial), **CONSTS_ON_DISK}, row)
+            (out / "model.pt2.inputs.json").write_text(json.dumps({"inputs": aoti.signature(wb), "device": device}))
+    row["aoti_package_bytes"] = package.stat().st_size
     (out / "build.json").write_text(json.dumps(row, indent=2))
-    return package
+    _stage("built", **row)
+    meta = json.loads((out / "model.pt2.inputs.json").read_text())
+    shape, dtype = meta["inputs"][0][0], getattr(torch, meta["inputs"][0][1].removeprefix("torch."))
+    t0 = time.perf_counter()
+    runner = torch._inductor.aoti_load_package(str(package), device_index=0 if cuda else -1)
+    _stage("same_process_loaded", load_s=time.perf_counter() - t0)
+    _call(runner, shape, dtype, "cuda:0" if cuda else "cpu", cuda)
+
+
+def _no_core() -> None:
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 1200) -> dict:
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, preexec_fn=_no_core)
+        code, stdout, stderr = proc.returncode, proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired as e:
+        code, stdout, stderr = None, (e.stdout or b"").decode(errors="replace"), "timeout"
+    stages = [json.loads(line) for line in stdout.splitlines() if line.startswith('{"stage"')]
+    return {"returncode": code, "signal": -code if code is not None and code < 0 else None,
+            "last_stage": stages[-1]["stage"] if stages else None, "wall_s": round(time.perf_counter() - t0, 2),
+            "stages": stages, "stdout_tail": stdout.strip()[-3000:] if "gdb" in cmd[0] else "",
+            "stderr_tail": stderr.strip()[-4000:]}
+
+
+def _package_facts(out: Path) -> dict:
+    """The package's members and sizes, and what the dynamic loader cannot resolve in its library."""
+    package = out / "model.pt2"
+    with zipfile.ZipFile(package) as z:
+        members = {i.filename: i.file_size for i in z.infolist()}
+        libs = [n for n in members if n.endswith(".so")]
+        found = {"members": members, "ldd": {}}
+        if libs and shutil.which("ldd"):
+            lib = out / "extracted" / Path(libs[0]).name
+            lib.parent.mkdir(exist_ok=True)
+            lib.write_bytes(z.read(libs[0]))
+            for name, env in (("this_env", None), ("no_ld_library_path",
+                                                   {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"})):
+                ldd = subprocess.run(["ldd", str(lib)], capture_output=True, text=True, env=env)
+                found["ldd"][name] = [line.strip() for line in ldd.stdout.splitlines()
+                                      if "not found" in line or "torch" in line or "cuda" in line]
+            shutil.rmtree(lib.parent)
+    (out / "package.json").write_text(json.dumps(found, indent=2))
+    return found
+
+
+def _child_cmd(variant: str, package: Path, args) -> tuple[list[str], dict[str, str] | None]:
+    cmd = [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), str(args.out),
+           "--batch-size", str(args.batch_size), "--device", args.device, "--child", variant, str(package)]
+    env = None
+    if variant == "clean_env":
+        env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    elif variant == "ld_debug":
+        env = {**os.environ, "LD_DEBUG": "files"}
+    elif variant == "gdb":
+        cmd = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "bt 40", "--args", *cmd]
+    return cmd, env
 
 
 def main() -> int:
@@ -83,28 +213,45 @@ def main() -> int:
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--builds", default=",".join(BUILDS), help=f"comma-separated, of {', '.join(BUILDS)}")
     ap.add_argument("--child", nargs=2, metavar=("VARIANT", "PACKAGE"), help=argparse.SUPPRESS)
+    ap.add_argument("--build-child", metavar="BUILD", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.child[0], args.child[1], args.batch_size, args.device)
         return 0
-    args.out.mkdir(parents=True, exist_ok=True)
-    package = args.out / "model.pt2"
-    if not package.exists():
-        build(args.out, args.model, args.batch_size, args.device)
+    if args.build_child:
+        build_child(args.build_child, args.model, args.batch_size, args.device, args.out / args.build_child)
+        return 0
+    builds = [b for b in args.builds.split(",") if b]
+    unknown = sorted(set(builds) - set(BUILDS))
+    if unknown:
+        ap.error(f"unknown build {unknown[0]!r}: one of {', '.join(BUILDS)}")
     results = []
-    for variant in VARIANTS:
-        proc = subprocess.run([sys.executable, __file__, str(args.out), "--batch-size", str(args.batch_size),
-                               "--device", args.device, "--child", variant, str(package)],
-                              capture_output=True, text=True, timeout=900)
-        stages = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-        results.append({"variant": variant, "returncode": proc.returncode,
-                        "signal": -proc.returncode if proc.returncode < 0 else None,
-                        "last_stage": stages[-1]["stage"] if stages else None, "stages": stages,
-                        "stderr_tail": proc.stderr.strip()[-1500:]})
-        print(f"{variant:34s} exit {proc.returncode:4d}  last stage {results[-1]['last_stage']}", flush=True)
-    with open(args.out / "load_probe.jsonl", "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in results)
+
+    def record(result: dict) -> None:
+        results.append(result)
+        print(f"{result['build']:15s} {result['variant']:31s} exit {result['returncode']!s:>4s}  "
+              f"{result['wall_s']:7.1f} s  last stage {result['last_stage']}", flush=True)
+        with open(args.out / "load_probe.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in results)
+
+    for build in builds:
+        out = args.out / build
+        out.mkdir(parents=True, exist_ok=True)
+        if not (out / "model.pt2").exists():
+            cmd = [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), str(args.out), "--model",
+                   args.model, "--batch-size", str(args.batch_size), "--device", args.device, "--build-child", build]
+            record({"build": build, "variant": "build_then_load_in_process", **_run(cmd)})
+        if not (out / "model.pt2").exists():
+            continue
+        _package_facts(out)
+        variants = VARIANTS if build == "default" else ("load_after_cuda_index0",)
+        for variant in variants:
+            if variant == "gdb" and not shutil.which("gdb"):
+                continue
+            cmd, env = _child_cmd(variant, out / "model.pt2", args)
+            record({"build": build, "variant": variant, **_run(cmd, env)})
     return 0
 
 

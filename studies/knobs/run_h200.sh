@@ -2,8 +2,9 @@
 # Inductor option sets and the AOTInductor path on an H200 host (issue 32's evidence):
 #   studies/knobs/run_h200.sh OUT_DIR STAGE...
 # STAGE:
-#   probe   the load-order probe first (minutes): one resnet50 bs64 package loaded in fresh
-#           processes in six orders (load_probe.py); OUT_DIR/probe/load_probe.jsonl says which crash.
+#   probe   the load probe first (about 6 minutes): resnet50 bs64 packages built three ways, each
+#           loaded in its building process and in fresh processes in several orders and environments
+#           (load_probe.py); OUT_DIR/probe/load_probe.jsonl says which crash, where and how.
 #   knobs   the 39-trial sweep of knobs.yaml on every GPU of the host. Each call runs at most LIMIT_S
 #           seconds (default 540), then resumes the same sweep on the next call: repeat it until
 #           OUT_DIR/knobs.done exists.
