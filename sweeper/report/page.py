@@ -152,11 +152,9 @@ def _choice(ctx: pd.DataFrame) -> dict[str, Any]:
         return {**_NO_CHOICE, "verdict": "eager only: nothing compiled", "verdict_css": "v-even"}
     rec = recommend_context(ctx.reset_index(drop=True))
     if rec.best_compiled is None:  # the choice is eager, as `sweeper recommend` prints it
-        failed = compiled["status"].ne("ok").all()
-        eager = {"best_setting": rec.best.setting, "best_call": rec.advice, "best_trial_id": rec.best.trial_id,
-                 "best_is_eager": True} if rec.best is not None else {}
-        return {**_NO_CHOICE, **eager, "verdict": "every compiled trial failed" if failed else "no accurate compiled run",
-                "verdict_css": "v-fail"}
+        verdict = "every compiled trial failed" if compiled["status"].ne("ok").all() else "no accurate compiled run"
+        return {**_NO_CHOICE, "verdict": verdict, "verdict_css": "v-fail", **({} if rec.best is None else {
+            "best_setting": rec.best.setting, "best_trial_id": rec.best.trial_id, "best_is_eager": True})}
     verdict, css = ranking.verdict(rec.best, rec.best_compiled)
     shown = rec.best if rec.best is not None and not rec.best.is_eager else rec.best_compiled
     low, high = ranking.interval(shown)
