@@ -20,9 +20,12 @@ fresh-process variant runs on the `default` package, and `load_after_cuda_index0
 the load before or after the process made its CUDA context, with the device index left to its
 default (-1) or named; inputs on the wrong device or of another batch size; the correct order in an
 environment stripped to PATH and HOME (`clean_env`); with the dynamic loader's trace (`ld_debug`:
-the last libraries opened before an end); and under gdb when the host has it (`gdb`: the native
-stack). Every child runs with core dumps off and Python's fault handler on (its stack of the
-crash is in `stderr_tail`). OUT_DIR/load_probe.jsonl holds one line a run; a table is printed.
+the last libraries opened before an end); with the CUDA runtime torch itself loads preloaded
+(`preload_torch_cudart`: one runtime in the process, should the library link another); and under
+gdb when the host has it (`gdb`: the native stack). OUT_DIR/cuda.json records which CUDA runtime
+torch loads and the toolkit (CUDA_HOME, nvcc) a build compiles against. Every child runs with core
+dumps off and Python's fault handler on (its stack of the crash is in `stderr_tail`).
+OUT_DIR/load_probe.jsonl holds one line a run; a table is printed.
 """
 
 from __future__ import annotations
@@ -39,8 +42,10 @@ import zipfile
 from pathlib import Path
 
 VARIANTS = ("load_before_cuda_default_index", "load_before_cuda_index0", "load_after_cuda_default_index",
-            "load_after_cuda_index0", "inputs_on_cpu", "inputs_other_batch", "clean_env", "ld_debug", "gdb")
+            "load_after_cuda_index0", "inputs_on_cpu", "inputs_other_batch", "clean_env", "ld_debug",
+            "preload_torch_cudart", "gdb")
 BUILDS = ("default", "consts_on_disk", "tiny")
+AFTER_CUDA = ("clean_env", "ld_debug", "preload_torch_cudart", "gdb")  # the correct order, another setting
 CONSTS_ON_DISK = {"aot_inductor.package_constants_in_so": False,
                   "aot_inductor.package_constants_on_disk_format": "binary_blob"}
 
@@ -69,12 +74,12 @@ def child(variant: str, package: str, batch_size: int, device: str) -> None:
 
     cuda = device == "cuda"
     _stage("imported", torch=torch.__version__, cuda=torch.version.cuda)
-    if "after_cuda" in variant or variant.startswith("inputs_") or variant in ("clean_env", "ld_debug", "gdb"):
+    if "after_cuda" in variant or variant.startswith("inputs_") or variant in AFTER_CUDA:
         if cuda:
             torch.cuda.init()
             torch.empty(1, device="cuda:0")
         _stage("cuda_context")
-    named = variant.endswith("index0") or variant.startswith("inputs_") or variant in ("clean_env", "ld_debug", "gdb")
+    named = variant.endswith("index0") or variant.startswith("inputs_") or variant in AFTER_CUDA
     index = 0 if named and cuda else -1
     t0 = time.perf_counter()
     runner = torch._inductor.aoti_load_package(package, device_index=index)
@@ -173,6 +178,29 @@ def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120
             "stderr_tail": stderr.strip()[-4000:]}
 
 
+CUDA_FACTS = """
+import json, torch
+from torch.utils import cpp_extension
+found = {"cuda_home": cpp_extension.CUDA_HOME, "torch_cuda": torch.version.cuda, "torch_libs": []}
+if torch.cuda.is_available():
+    torch.empty(1, device="cuda")
+    found["driver"] = torch.cuda.get_device_name()
+    with open("/proc/self/maps") as f:
+        found["torch_libs"] = sorted({line.split()[-1] for line in f if "libcudart" in line or "libcuda.so" in line})
+print(json.dumps(found))
+"""
+
+
+def _cuda_facts() -> dict:
+    """Which CUDA runtime torch loads, and the toolkit (CUDA_HOME, nvcc) an AOTI build compiles against."""
+    done = subprocess.run([sys.executable, "-c", CUDA_FACTS], capture_output=True, text=True)
+    found = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 else {"error": done.stderr[-800:]}
+    nvcc = shutil.which("nvcc") or (str(Path(found["cuda_home"], "bin", "nvcc")) if found.get("cuda_home") else None)
+    if nvcc and Path(nvcc).exists():
+        found["nvcc"] = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip()[-200:]
+    return found
+
+
 def _package_facts(out: Path) -> dict:
     """The package's members and sizes, and what the dynamic loader cannot resolve in its library."""
     package = out / "model.pt2"
@@ -188,13 +216,13 @@ def _package_facts(out: Path) -> dict:
                                                    {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"})):
                 ldd = subprocess.run(["ldd", str(lib)], capture_output=True, text=True, env=env)
                 found["ldd"][name] = [line.strip() for line in ldd.stdout.splitlines()
-                                      if "not found" in line or "torch" in line or "cuda" in line]
+                                      if "not found" in line or "torch" in line or "cud" in line or "c10" in line]
             shutil.rmtree(lib.parent)
     (out / "package.json").write_text(json.dumps(found, indent=2))
     return found
 
 
-def _child_cmd(variant: str, package: Path, args) -> tuple[list[str], dict[str, str] | None]:
+def _child_cmd(variant: str, package: Path, args, cuda: dict) -> tuple[list[str], dict[str, str] | None]:
     cmd = [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), str(args.out),
            "--batch-size", str(args.batch_size), "--device", args.device, "--child", variant, str(package)]
     env = None
@@ -202,6 +230,9 @@ def _child_cmd(variant: str, package: Path, args) -> tuple[list[str], dict[str, 
         env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
     elif variant == "ld_debug":
         env = {**os.environ, "LD_DEBUG": "files"}
+    elif variant == "preload_torch_cudart":  # the runtime torch itself loads, first: one CUDA runtime only
+        cudart = [lib for lib in cuda.get("torch_libs", []) if "libcudart" in lib]
+        env = {**os.environ, "LD_PRELOAD": cudart[0]} if cudart else None
     elif variant == "gdb":
         cmd = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "bt 40", "--args", *cmd]
     return cmd, env
@@ -228,6 +259,9 @@ def main() -> int:
     if unknown:
         ap.error(f"unknown build {unknown[0]!r}: one of {', '.join(BUILDS)}")
     results = []
+    args.out.mkdir(parents=True, exist_ok=True)
+    cuda = _cuda_facts() if args.device == "cuda" else {}
+    (args.out / "cuda.json").write_text(json.dumps(cuda, indent=2))
 
     def record(result: dict) -> None:
         results.append(result)
@@ -248,9 +282,10 @@ def main() -> int:
         _package_facts(out)
         variants = VARIANTS if build == "default" else ("load_after_cuda_index0",)
         for variant in variants:
-            if variant == "gdb" and not shutil.which("gdb"):
+            if (variant == "gdb" and not shutil.which("gdb")) or (variant == "preload_torch_cudart" and not any(
+                    "libcudart" in lib for lib in cuda.get("torch_libs", []))):
                 continue
-            cmd, env = _child_cmd(variant, out / "model.pt2", args)
+            cmd, env = _child_cmd(variant, out / "model.pt2", args, cuda)
             record({"build": build, "variant": variant, **_run(cmd, env)})
     return 0
 
