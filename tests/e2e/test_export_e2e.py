@@ -32,29 +32,15 @@ def _first_call(export_dir, how: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-@pytest.fixture(scope="module")
-def cold_first_call():
-    """`cold_first_call(export_dir)`: the exported setting's first call compiled cold, run once for the
-    module: both tests export the same trial, and the cold call never reads their artifacts."""
-    found: dict[str, dict] = {}
-
-    def get(export_dir) -> dict:
-        if "cold" not in found:
-            found["cold"] = _first_call(export_dir, "cold")
-        return found["cold"]
-    return get
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("process_start", ["forkserver", "subprocess"])
-def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path, process_start, cold_first_call):
-    """The artifact a measuring process saved, forked from the fork server (the default) or a new
-    interpreter, loads in the deployment's plain interpreter with every compile a cache hit."""
+def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path):
+    """The artifact a measuring process forked from the fork server (the default start) saved loads
+    in the deployment's plain interpreter with every compile a cache hit. (An artifact saved by a
+    measuring process started as a new interpreter: tests/measure/test_measure_process.py.)"""
     spec = parse_spec(tiny_spec(axes={"scope": ["regional"], "batch_size": [2]},
                                 measure={"backend": "inductor", "warm_compile": True}))
     (trial,) = [t for t in expand(spec)[0] if t.mode != "eager"]
-    payload = {"trial": trial.to_dict(), "device": "cpu", "process_start": process_start,
-               "import_path": [str(REPO)]}
+    payload = {"trial": trial.to_dict(), "device": "cpu", "process_start": "forkserver", "import_path": [str(REPO)]}
     row = isolate.run_trial(payload, max_retries=0)
     assert row["status"] == "ok", row["error"]
     assert (row["scope"], row["compiled_regions"], row["region_classes"], row["graphs"]) == ("regional", 2,
@@ -69,7 +55,7 @@ def test_regional_trial_artifact_exported_and_loaded_in_a_fresh_process(tmp_path
     assert run_cli(["export", str(tmp_path / "results"), "--model", "bert-tiny", "--trial", trial.trial_id,
                     "-o", str(out)]) == 0
     loaded = _first_call(out, "artifact")
-    cold = cold_first_call(out)
+    cold = _first_call(out, "cold")
     log.warning("first call: %.2f s from the artifact, %.2f s cold; trial: cold compile %.2f s, warm from cache "
                 "dir %.2f s, warm from artifact %.2f s (+%.2f s load), artifact %d bytes", loaded["first_call_s"],
                 cold["first_call_s"], row["compile_s"], row["warm_compile_s"], row["warm_megacache_s"],

@@ -12,7 +12,7 @@ from sweeper.measure import process as measure
 from sweeper.run import isolate
 from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
-from tests.helpers import tiny_spec
+from tests.helpers import REPO, tiny_spec
 
 
 def _trial(**overrides):
@@ -148,9 +148,12 @@ def test_inductor_cold_then_warm_compile_in_fresh_processes():
 
 @pytest.mark.slow
 def test_megacache_warm_start_can_be_skipped_and_the_artifact_is_still_kept():
+    """Measured in processes started as new interpreters (not forked from the fork server): the
+    artifact such a cold process saves is kept for export as the forked one's is."""
     (trial,) = [t for t in _trial(measure={"backend": "inductor", "warm_compile": True, "megacache_warm_start": False})
                 if t.mode == "default"]
-    row = isolate.run_trial(_payload(trial), max_retries=0)
+    row = isolate.run_trial({**_payload(trial), "process_start": "subprocess", "import_path": [str(REPO)]},
+                            max_retries=0)
     assert row["status"] == "ok", row["error"]
     phases = json.loads(row["phase_s_json"])
     assert "warm_process" in phases and "megacache_process" not in phases
