@@ -68,6 +68,19 @@ def _call(runner, shape: list[int], dtype, where: str, cuda: bool) -> None:
     _stage("first_call", first_call_s=time.perf_counter() - t0, out_shape=list(getattr(first, "shape", [])))
 
 
+def _inputs_file(package: str | Path) -> Path:
+    """What the package was built for, beside it (sweeper's aoti path writes the same file)."""
+    return Path(f"{package}.inputs.json")
+
+
+def _first_input(package: str | Path):
+    """The shape and dtype of the package's first recorded input."""
+    import torch
+
+    shape, dtype = json.loads(_inputs_file(package).read_text())["inputs"][0][:2]
+    return shape, getattr(torch, dtype.removeprefix("torch."))
+
+
 def child(variant: str, package: str, batch_size: int, device: str) -> None:
     import torch
     import torch._inductor
@@ -84,25 +97,21 @@ def child(variant: str, package: str, batch_size: int, device: str) -> None:
     t0 = time.perf_counter()
     runner = torch._inductor.aoti_load_package(package, device_index=index)
     _stage("loaded", load_s=time.perf_counter() - t0, device_index=index)
-    meta = json.loads(Path(package + ".inputs.json").read_text())
-    shape, dtype = meta["inputs"][0][0], getattr(torch, meta["inputs"][0][1].removeprefix("torch."))
+    shape, dtype = _first_input(package)
     if variant == "inputs_other_batch":
         shape = [max(1, shape[0] // 2), *shape[1:]]
     where = "cpu" if variant == "inputs_on_cpu" or not cuda else "cuda:0"
     _call(runner, shape, dtype, where, cuda)
 
 
-class _Tiny:
+def _tiny(batch_size: int, device: str):
     """A two-layer MLP and its batch (the `tiny` build)."""
+    import torch
+    from torch import nn
 
-    @staticmethod
-    def make(batch_size: int, device: str):
-        import torch
-        from torch import nn
-
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).to(device).eval()
-        return model, torch.randn(batch_size, 256, device=device)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 10)).to(device).eval()
+    return model, torch.randn(batch_size, 256, device=device)
 
 
 def _package(net, args: tuple, kwargs: dict, package: Path, configs: dict, row: dict) -> None:
@@ -130,9 +139,9 @@ def build_child(build: str, model: str, batch_size: int, device: str, out: Path)
     cuda = device == "cuda"
     package, row = out / "model.pt2", {}
     if build == "tiny":
-        net, x = _Tiny.make(batch_size, device)
+        net, x = _tiny(batch_size, device)
         _package(net, (x,), {}, package, {}, row)
-        (out / "model.pt2.inputs.json").write_text(json.dumps(
+        _inputs_file(package).write_text(json.dumps(
             {"inputs": [[list(x.shape), str(x.dtype), x.device.type]], "device": device}))
     else:
         from sweeper.measure.workbench import build_workbench
@@ -148,12 +157,11 @@ def build_child(build: str, model: str, batch_size: int, device: str, out: Path)
             aoti.build(wb, row, package)
         else:  # the trial's own configs, the constants out of the library
             _package(wb.model, wb.batch.args, wb.batch.kwargs, package, {**aoti_configs(trial), **CONSTS_ON_DISK}, row)
-            (out / "model.pt2.inputs.json").write_text(json.dumps({"inputs": aoti.signature(wb), "device": device}))
+            _inputs_file(package).write_text(json.dumps({"inputs": aoti.signature(wb), "device": device}))
     row["aoti_package_bytes"] = package.stat().st_size
     (out / "build.json").write_text(json.dumps(row, indent=2))
     _stage("built", **row)
-    meta = json.loads((out / "model.pt2.inputs.json").read_text())
-    shape, dtype = meta["inputs"][0][0], getattr(torch, meta["inputs"][0][1].removeprefix("torch."))
+    shape, dtype = _first_input(package)
     t0 = time.perf_counter()
     runner = torch._inductor.aoti_load_package(str(package), device_index=0 if cuda else -1)
     _stage("same_process_loaded", load_s=time.perf_counter() - t0)
