@@ -14,6 +14,7 @@ setting's sample spread over its repeats (3 or 5: itself uncertain).
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 from pathlib import Path
 
@@ -26,8 +27,7 @@ Z99 = 2.576
 """Two-sided 99% normal quantile: a check that passes 99 times in 100 needs Z99 * sqrt(2) sigma."""
 
 
-def _phi(x: float) -> float:
-    return 0.5 * (1 + math.erf(x / math.sqrt(2)))
+_phi = statistics.NormalDist().cdf
 
 
 def pairs(df: pd.DataFrame) -> pd.DataFrame:
