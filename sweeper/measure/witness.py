@@ -5,9 +5,11 @@ path are CPU work), and some hosts run their CPUs at two speeds for seconds at a
 runs the same kind of work (PROBE_OPS tiny torch CPU ops) and its time says which speed the next
 window ran at. A window's reading is the slower of the probes just before and just after it.
 
-Readings are judged against the host's fast state: the fastest low quantile any measuring process
-of this host saw (kept in a small per-host file, as `sweeper calibrate` can seed it), or this
-process's own. A window is slow when its reading is over `SLOW_FACTOR` times that.
+Readings are judged against the host's fast state: the median of the low quantiles that the host's
+latest measuring processes saw (a small per-host file, which `sweeper calibrate` can seed), or this
+process's own if lower. A window is slow when its reading is over `SLOW_FACTOR` times that. The
+median of recent processes, not the lowest ever: one process's fluke, or a host whose speed drifts
+over minutes, must not leave every later window "slow".
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ SLOW_FACTOR = WITNESS_SLOW_FACTOR
 FAST_QUANTILE = 0.2
 """A process's own fast state: this quantile of its readings (the fastest reading can be a fluke)."""
 HOST_FILE = Path(tempfile.gettempdir()) / "sweeper-witness" / "fast_ms"
-"""The fastest fast-state reading of any process on this host (shared by the host's trials)."""
+"""The fast states of the host's latest measuring processes, a line each: time, pid, milliseconds."""
+HOST_MEMORY_S = 600.0
+"""A process's fast state counts for the host this long after it was recorded."""
+HOST_PROCESSES = 7
+"""The host's fast state is the median over at most this many of its latest processes."""
 
 _PROBE_TENSOR = torch.zeros(4)
 
@@ -66,25 +72,46 @@ def launch_probe(device: torch.device) -> Callable[[], float]:
     return read
 
 
-def host_fast_ms(path: Path | None = None) -> float | None:
-    """The host's fast-state reading as recorded by earlier processes (None: none yet)."""
+def _recent_entries(path: Path, now: float) -> list[tuple[float, int, float]]:
+    """The host file's entries (time, pid, ms) recorded within HOST_MEMORY_S, oldest first."""
     try:
-        value = float((path or HOST_FILE).read_text().strip())
-    except (OSError, ValueError):
-        return None
-    return value if value > 0 else None
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    entries = []
+    for line in lines:
+        try:
+            t, pid, ms = line.split()
+            entry = (float(t), int(pid), float(ms))
+        except ValueError:  # a file of an older format, or torn: it does not count
+            continue
+        if 0 <= now - entry[0] <= HOST_MEMORY_S and entry[2] > 0:
+            entries.append(entry)
+    return sorted(entries)
 
 
-def record_host_fast_ms(value: float, path: Path | None = None) -> None:
-    """Lower the host's recorded fast-state reading to `value` if it is faster (atomic replace)."""
+def host_fast_ms(path: Path | None = None, now: float | None = None) -> float | None:
+    """The host's fast state: the median of its latest processes' recorded ones (None: none recent)."""
+    recent = _recent_entries(path or HOST_FILE, time.time() if now is None else now)[-HOST_PROCESSES:]
+    return statistics.median(ms for _, _, ms in recent) if recent else None
+
+
+def record_host_fast_ms(value: float, path: Path | None = None, pid: int | None = None,
+                        now: float | None = None) -> None:
+    """Record this process's fast state for the host, or lower it if `value` is faster (atomic replace)."""
     path = path or HOST_FILE
-    known = host_fast_ms(path)
-    if known is not None and known <= value:
+    pid = os.getpid() if pid is None else pid
+    now = time.time() if now is None else now
+    entries = _recent_entries(path, now)
+    mine = [ms for _, p, ms in entries if p == pid]
+    if mine and min(mine) <= value:
         return
+    others = [e for e in entries if e[1] != pid][-(2 * HOST_PROCESSES):]
+    kept = [*others, (now, pid, value)]
     with contextlib.suppress(OSError):  # an unwritable temp dir leaves each process its own reference
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}")
-        tmp.write_text(f"{value:.6f}\n")
+        tmp.write_text("".join(f"{t:.3f} {p} {ms:.6f}\n" for t, p, ms in kept))
         tmp.replace(path)
 
 
@@ -95,7 +122,7 @@ def own_fast_ms(readings: list[float]) -> float:
 
 
 def reference_ms(readings: list[float], path: Path | None = None) -> float:
-    """The fast state to judge `readings` by: the host's recorded one or this process's own,
+    """The fast state to judge `readings` by: the host's (`host_fast_ms`) or this process's own,
     whichever is faster; this process's is recorded for the host's later trials."""
     own = own_fast_ms(readings)
     record_host_fast_ms(own, path)
