@@ -36,6 +36,13 @@ def _inputs_file(package: Path) -> Path:
     return package.with_name(package.name + ".inputs.json")
 
 
+def _mark(package: Path, stage: str) -> None:
+    """Leave where the load process is (`aoti_runs.STAGES`) beside the package, with torch's versions:
+    a process that dies of a signal cannot say it, so its parent reads it there."""
+    stage_file = package.with_name(package.name + ".stage.json")
+    stage_file.write_text(json.dumps({"stage": stage, "torch": torch.__version__, "cuda": torch.version.cuda}))
+
+
 def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:
     """Export and package the trial's model at `package`; the row gets the seconds and the size."""
     args, kwargs = wb.batch.args, wb.batch.kwargs
@@ -77,12 +84,14 @@ def loader(package: Path, row: dict[str, Any]):
         index = (wb.device.index if wb.device.index is not None else torch.cuda.current_device()) \
             if wb.device.type == "cuda" else -1
         t0 = time.perf_counter()
+        _mark(package, "load")
         try:
             runner = torch._inductor.aoti_load_package(str(package), device_index=index)
         except Exception as e:
             raise TrialFailed("runtime_error", f"aoti_load_package: {describe(e)}") from e
         sync(wb.device)
         row["aoti_load_s"] = time.perf_counter() - t0
+        _mark(package, "loaded")
         return LoadedPackage(runner)
 
     return load

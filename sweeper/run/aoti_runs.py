@@ -1,14 +1,16 @@
 """An aoti trial's two measuring processes: one builds the package, a fresh one loads and measures it.
 
 The load runs in a process of its own, as a deployment's would; if it dies (a segmentation fault
-in the package's code, say) its row is `crashed` with the signal and the load stage named, and
-the build's figures stay in the row. The package travels to the driver like a Mega-Cache artifact
+in the package's code, say) its row is `crashed` with the signal, where the process was (inside
+torch's package loader, or after the load) and torch's versions, and the build's figures stay in
+the row. The package travels to the driver like a Mega-Cache artifact
 (`_aoti_b64`, up to a size limit) so that `sweeper export` can ship it.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -23,6 +25,20 @@ TRAVEL_LIMIT_BYTES = 128 * 2**20
 DIRECTORY = "aoti"
 BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s")
 """The build's figures (measure.aoti.BUILD_COLUMNS, named here so the worker need not import torch)."""
+
+
+STAGES = {"load": "inside torch's aoti_load_package",
+          "loaded": "after the package loaded (its calls, or the eager arm's beside them)"}
+"""Where a load process that died was, as measure.aoti leaves it beside the package."""
+
+
+def crash_place(package: Path) -> str:
+    """Where the load process died and with which torch ("" when it died before the load began)."""
+    try:
+        mark = json.loads(package.with_name(package.name + ".stage.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return f"{STAGES.get(mark.get('stage'), mark.get('stage'))} (torch {mark.get('torch')}, CUDA {mark.get('cuda')})"
 
 
 def is_aoti(trial: dict[str, Any]) -> bool:
@@ -46,7 +62,9 @@ def run(run_process: Callable[..., dict[str, Any]], payload: dict[str, Any], wor
                       tag="aoti_load", extra=("--aoti-load", str(package)))
     row.update({k: v for k, v in figures.items() if row.get(k) is None})
     if row.get("status") != "ok":
-        row.update(error=f"aoti load (fresh process): {row.get('error')}", _retry=False)  # the build stands
+        place = crash_place(package) if row.get("status") == "crashed" else ""
+        error = f"aoti load (fresh process): {row.get('error')}" + (f", {place}" if place else "")
+        row.update(error=error, _retry=False)  # the build stands
         log.warning("trial %s aoti load: %s %s", payload["trial"]["trial_id"], row["status"], row["error"])
     row["_process_s"] = time.monotonic() - t0
     attach(row, package)
