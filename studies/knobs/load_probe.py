@@ -22,7 +22,11 @@ default (-1) or named; inputs on the wrong device or of another batch size; the 
 environment stripped to PATH and HOME (`clean_env`); with the dynamic loader's trace (`ld_debug`:
 the last libraries opened before an end); with the CUDA runtime torch itself loads preloaded
 (`preload_torch_cudart`: one runtime in the process, should the library link another); and under
-gdb when the host has it (`gdb`: the native stack). OUT_DIR/cuda.json records which CUDA runtime
+gdb when the host has it (`gdb`: the native stack); with a small fault handler preloaded that prints the
+native stack and the faulting address without gdb (`native_stack`, built with the host's C compiler,
+which an AOTI build needs anyway); and with the CUDA (or CPU) model runner constructed on the
+package's extracted library, without the package loader (`runner_direct`: the loader or the model
+container?). OUT_DIR/cuda.json records which CUDA runtime
 torch loads and the toolkit (CUDA_HOME, nvcc) a build compiles against. Every child runs with core
 dumps off and Python's fault handler on (its stack of the crash is in `stderr_tail`).
 OUT_DIR/load_probe.jsonl holds one line a run; a table is printed.
@@ -43,9 +47,10 @@ from pathlib import Path
 
 VARIANTS = ("load_before_cuda_default_index", "load_before_cuda_index0", "load_after_cuda_default_index",
             "load_after_cuda_index0", "inputs_on_cpu", "inputs_other_batch", "clean_env", "ld_debug",
-            "preload_torch_cudart", "gdb")
+            "preload_torch_cudart", "gdb", "native_stack", "runner_direct")
 BUILDS = ("default", "consts_on_disk", "tiny")
-AFTER_CUDA = ("clean_env", "ld_debug", "preload_torch_cudart", "gdb")  # the correct order, another setting
+# the correct order, another setting
+AFTER_CUDA = ("clean_env", "ld_debug", "preload_torch_cudart", "gdb", "native_stack", "runner_direct")
 CONSTS_ON_DISK = {"aot_inductor.package_constants_in_so": False,
                   "aot_inductor.package_constants_on_disk_format": "binary_blob"}
 
@@ -95,13 +100,33 @@ def child(variant: str, package: str, batch_size: int, device: str) -> None:
     named = variant.endswith("index0") or variant.startswith("inputs_") or variant in AFTER_CUDA
     index = 0 if named and cuda else -1
     t0 = time.perf_counter()
-    runner = torch._inductor.aoti_load_package(package, device_index=index)
+    if variant == "runner_direct":
+        runner = _runner_direct(package, cuda)
+    else:
+        runner = torch._inductor.aoti_load_package(package, device_index=index)
     _stage("loaded", load_s=time.perf_counter() - t0, device_index=index)
     shape, dtype = _first_input(package)
     if variant == "inputs_other_batch":
         shape = [max(1, shape[0] // 2), *shape[1:]]
     where = "cpu" if variant == "inputs_on_cpu" or not cuda else "cuda:0"
     _call(runner, shape, dtype, where, cuda)
+
+
+def _runner_direct(package: str, cuda: bool):
+    """The model runner on the package's own library, extracted beside it: no package loader."""
+    import torch
+
+    where = Path(f"{package}.extracted")
+    with zipfile.ZipFile(package) as z:
+        z.extractall(where)
+    (lib,) = list(where.rglob("*.so"))
+    _stage("extracted", library=str(lib.relative_to(where)), cubins=len(list(lib.parent.glob("*.cubin"))))
+    if cuda:
+        runner = torch._C._aoti.AOTIModelContainerRunnerCuda(str(lib), 1, "cuda:0", str(lib.parent))
+    else:
+        runner = torch._C._aoti.AOTIModelContainerRunnerCpu(str(lib), 1)
+    _stage("runner_constructed")
+    return lambda x: runner.run([x])
 
 
 def _tiny(batch_size: int, device: str):
@@ -186,6 +211,47 @@ def _run(cmd: list[str], env: dict[str, str] | None = None, timeout: float = 120
             "stderr_tail": stderr.strip()[-4000:]}
 
 
+SEGV_STACK_C = r"""
+#define _GNU_SOURCE
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+static void on_fault(int sig, siginfo_t *info, void *ctx) {
+    void *frames[64];
+    char line[128];
+    int n = backtrace(frames, 64);
+    int len = snprintf(line, sizeof line, "native stack: signal %d at address %p\n", sig, info->si_addr);
+    write(2, line, len);
+    backtrace_symbols_fd(frames, n, 2);
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+__attribute__((constructor)) static void install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
+}
+"""
+
+
+def _segv_stack_library(out: Path) -> Path | None:
+    """A preloadable fault handler that prints the native stack (None: no C compiler here)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return None
+    src, lib = out / "segv_stack.c", out / "segv_stack.so"
+    src.write_text(SEGV_STACK_C)
+    done = subprocess.run([cc, "-shared", "-fPIC", "-O0", "-o", str(lib), str(src)], capture_output=True, text=True)
+    return lib if done.returncode == 0 else None
+
+
 CUDA_FACTS = """
 import json, torch
 from torch.utils import cpp_extension
@@ -230,7 +296,8 @@ def _package_facts(out: Path) -> dict:
     return found
 
 
-def _child_cmd(variant: str, package: Path, args, cuda: dict) -> tuple[list[str], dict[str, str] | None]:
+def _child_cmd(variant: str, package: Path, args, cuda: dict,
+               segv_lib: Path | None = None) -> tuple[list[str], dict[str, str] | None]:
     cmd = [sys.executable, "-X", "faulthandler", str(Path(__file__).resolve()), str(args.out),
            "--batch-size", str(args.batch_size), "--device", args.device, "--child", variant, str(package)]
     env = None
@@ -241,6 +308,8 @@ def _child_cmd(variant: str, package: Path, args, cuda: dict) -> tuple[list[str]
     elif variant == "preload_torch_cudart":  # the runtime torch itself loads, first: one CUDA runtime only
         cudart = [lib for lib in cuda.get("torch_libs", []) if "libcudart" in lib]
         env = {**os.environ, "LD_PRELOAD": cudart[0]} if cudart else None
+    elif variant == "native_stack" and segv_lib is not None:  # Python's fault handler chains to it
+        env = {**os.environ, "LD_PRELOAD": str(segv_lib)}
     elif variant == "gdb":
         cmd = ["gdb", "-q", "-batch", "-ex", "run", "-ex", "bt 40", "--args", *cmd]
     return cmd, env
@@ -270,6 +339,7 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     cuda = _cuda_facts() if args.device == "cuda" else {}
     (args.out / "cuda.json").write_text(json.dumps(cuda, indent=2))
+    segv_lib = _segv_stack_library(args.out)
 
     def record(result: dict) -> None:
         results.append(result)
@@ -288,12 +358,13 @@ def main() -> int:
         if not (out / "model.pt2").exists():
             continue
         _package_facts(out)
-        variants = VARIANTS if build == "default" else ("load_after_cuda_index0",)
+        variants = VARIANTS if build == "default" else ("load_after_cuda_index0", "native_stack", "runner_direct")
         for variant in variants:
             if (variant == "gdb" and not shutil.which("gdb")) or (variant == "preload_torch_cudart" and not any(
-                    "libcudart" in lib for lib in cuda.get("torch_libs", []))):
+                    "libcudart" in lib for lib in cuda.get("torch_libs", []))) or (
+                    variant == "native_stack" and segv_lib is None):
                 continue
-            cmd, env = _child_cmd(variant, out / "model.pt2", args, cuda)
+            cmd, env = _child_cmd(variant, out / "model.pt2", args, cuda, segv_lib)
             record({"build": build, "variant": variant, **_run(cmd, env)})
     return 0
 

@@ -2,9 +2,10 @@
 # Inductor option sets and the AOTInductor path on an H200 host (issue 32's evidence):
 #   studies/knobs/run_h200.sh OUT_DIR STAGE...
 # STAGE:
-#   probe   the load probe first (about 6 minutes): resnet50 bs64 packages built three ways, each
-#           loaded in its building process and in fresh processes in several orders and environments
-#           (load_probe.py); OUT_DIR/probe/load_probe.jsonl says which crash, where and how.
+#   probe   the load probe first (about 8 minutes): a two-layer MLP's package, then resnet50 bs64's
+#           (PROBE_BUILDS, default tiny,default), each loaded in its building process and in fresh
+#           processes in several orders and environments (load_probe.py);
+#           OUT_DIR/probe/load_probe.jsonl says which crash, where and how.
 #   knobs   the 39-trial sweep of knobs.yaml on every GPU of the host. Each call runs at most LIMIT_S
 #           seconds (default 540), then resumes the same sweep on the next call: repeat it until
 #           OUT_DIR/knobs.done exists.
@@ -41,7 +42,8 @@ print(d.sort_values("throughput_items_s").iloc[-1]["trial_id"] if len(d) else ""
 { nproc; nvidia-smi -L 2>/dev/null; python3 -c 'import torch; print(torch.__version__, torch.version.cuda)'; } >"$out/host.txt"
 for stage in "$@"; do
   case $stage in
-    probe) python3 -m studies.knobs.load_probe "$out/probe" --model resnet50 --batch-size 64 >"$out/probe.txt" 2>&1 ;;
+    probe) python3 -m studies.knobs.load_probe "$out/probe" --model resnet50 --batch-size 64 \
+      --builds "${PROBE_BUILDS:-tiny,default}" >"$out/probe.txt" 2>&1 ;;
     knobs) resumable knobs "$here/knobs.yaml" ;;
     aoti) resumable aoti "$here/aoti.yaml" ;;
     tables) tables ;;
