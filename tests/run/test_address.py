@@ -1,7 +1,8 @@
 """Ray's address rules, as a Ray user meets them: `sweeper run` with no --address joins the
 cluster RAY_ADDRESS names (a real `ray start --head` on this machine, with its dashboard), so
 `ray job submit -- sweeper run SPEC` runs its trials on that cluster; `--address local` is a
-private Ray even then; an address with nothing behind it fails in one line; and
+private Ray even then; a Ray Client address (ray://) brings the rows back, through a client
+server that died as it started too; an address with nothing behind it fails in one line; and
 SIGTERM at any moment ends the driver, keeping the rows written and leaving no process behind.
 
 The cluster has its own temp dir, ports and auth token, and is torn down by the ids of the
@@ -109,30 +110,6 @@ def _node_ids(work: Path) -> set[str]:
 
 
 @pytest.mark.slow
-def test_no_address_joins_the_cluster_ray_address_names(head, tmp_path):
-    out = _sweep(head.env, tmp_path)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert _node_ids(tmp_path) == {head.node_id}
-
-
-@pytest.mark.slow
-def test_address_local_is_a_private_ray_even_with_ray_address_set(head, tmp_path):
-    out = _sweep(head.env, tmp_path, "--address", "local")
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert head.node_id not in _node_ids(tmp_path)
-
-
-@pytest.mark.slow
-def test_ray_client_address_runs_the_sweep_and_brings_its_rows_back(head, tmp_path):
-    # room for a client server found dead after the head's 90 s check and one more attempt (a loaded machine)
-    env = {**{k: v for k, v in head.env.items() if k != "RAY_ADDRESS"}, "SWEEPER_RAY_CONNECT_S": "400"}
-    out = _sweep(env, tmp_path, "--address", head.client)
-    assert out.returncode == 0, f"{out.stderr[-12000:]}\n{head.client_server_logs()}"
-    assert _node_ids(tmp_path) == {head.node_id}
-    assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
-
-
-@pytest.mark.slow
 def test_ray_job_submit_runs_the_sweep_on_the_cluster(head, tmp_path):
     spec = write_spec(tmp_path, SPEC)
     ray_cli = [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
@@ -209,6 +186,9 @@ def _rows(results_dir: Path) -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("where", ["local", "cluster"])
 def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, where):
+    """With RAY_ADDRESS naming the head, no --address runs the trials on that cluster and `--address
+    local` on a private Ray; SIGTERM mid-sweep then ends the driver, keeps the rows written and
+    leaves no process behind."""
     from sweeper.spec.sweep_spec import parse_spec
     from sweeper.spec.trials import expand
 
@@ -237,6 +217,10 @@ def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, 
     assert not alive, [(p.pid, p.name()) for p in alive]
     df = pd.read_parquet(results)
     assert len(df) >= 1 and (df.status == "ok").all() and set(df.trial_id) <= set(ids)
+    if where == "cluster":  # no --address: the cluster RAY_ADDRESS names
+        assert set(df.node_id) == {head.node_id}
+    else:  # --address local: a private Ray even with RAY_ADDRESS set
+        assert head.node_id not in set(df.node_id)
 
 
 def test_the_connect_limit_is_read_from_the_environment(monkeypatch):
@@ -348,11 +332,12 @@ if b"specific-server" in pathlib.Path("/proc/self/cmdline").read_bytes():
 
 
 @pytest.mark.slow
-def test_a_client_server_that_dies_starting_is_tried_again_and_the_sweep_finishes(tmp_path):
-    """Fault injection on a real head: the first server its Ray Client proxy starts for a client
-    exits as it starts, as one did on a loaded 2-core machine. The proxy reports it ("Proxy failed
+def test_a_ray_client_address_brings_the_rows_back_through_a_client_server_that_died_starting(tmp_path):
+    """A sweep given the head's ray:// address, with fault injection on the real head: the first
+    server its Ray Client proxy starts for a client exits as it starts, as one did on a loaded 2-core
+    machine. The proxy reports it ("Proxy failed
     to Connect to backend") once its channel check gives up (20 s here); the sweep tries again
-    within its connect limit and finishes."""
+    within its connect limit, finishes, and its rows come back from the head's node."""
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(DIE_ONCE)
@@ -368,3 +353,4 @@ def test_a_client_server_that_dies_starting_is_tried_again_and_the_sweep_finishe
     assert out.returncode == 0, f"{out.stderr[-6000:]}\n{logs}"
     assert "could not start a client server (a busy head); trying again" in out.stderr
     assert "[2/2] ok" in out.stderr, out.stderr[-3000:]
+    assert _node_ids(tmp_path) == {h.node_id}  # the rows came back through the client
