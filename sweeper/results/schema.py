@@ -135,7 +135,7 @@ COLUMNS: list[Column] = [
     Column("eager_gpu_clock_mhz", FLOAT, "The same over the headline's eager windows."),
     Column("launch_witness_ms", FLOAT, "Launch witness (ms of CPU to enqueue 200 tiny kernels on an idle GPU, read just before each window): median over the headline's windows, compiled arm (an eager trial: its own); null on CPU."),
     Column("eager_launch_witness_ms", FLOAT, "The same over the headline's eager windows."),
-    Column("witness_ref_ms", FLOAT, "The host's fast-state reading the trial judged its windows by (the fastest any process on the host had seen, or its own); a window reading over 1.25x that ran in the slow state."),
+    Column("witness_ref_ms", FLOAT, "The host's fast-state reading the trial judged its windows by (the median of its latest processes' own, or this one's if lower); a window reading over 1.25x that ran in the slow state."),
     Column("slow_windows_pct", FLOAT, "Timed windows (both arms) whose witness read the host's slow state, in percent."),
     Column("host_state", STR, "fast: the headline figures compare only pairs of alternated windows that both ran at the host's fast state; slow: too few did, the headline uses every pair."),
     Column("median_se_pct", FLOAT, "Standard error of the headline's median step, in percent of it, over the windows the headline uses (1.2533 x 1.4826 x MAD / sqrt(windows)): how precisely the throughput is known (measure.target_se_pct times more windows while it is above the target)."),
