@@ -126,7 +126,8 @@ class HostGate:
 
     def __init__(self, wait_s: float, ref_ms: float | None = None):
         self.left_s, self.waited_s = wait_s, 0.0
-        self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(self._start_readings())
+        self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(self._start_readings(),
+                                                                              prefer_host=True)
 
     @staticmethod
     def _start_readings() -> list[float]:

@@ -85,7 +85,7 @@ def _recent_entries(path: Path, now: float) -> list[tuple[float, int, float]]:
             entry = (float(t), int(pid), float(ms))
         except ValueError:  # a file of an older format, or torn: it does not count
             continue
-        if 0 <= now - entry[0] <= HOST_MEMORY_S and entry[2] > 0:
+        if now - entry[0] <= HOST_MEMORY_S and entry[2] > 0:  # one written this millisecond: counts
             entries.append(entry)
     return sorted(entries)
 
@@ -121,13 +121,17 @@ def own_fast_ms(readings: list[float]) -> float:
     return xs[min(len(xs) - 1, int(FAST_QUANTILE * len(xs)))]
 
 
-def reference_ms(readings: list[float], path: Path | None = None) -> float:
+def reference_ms(readings: list[float], path: Path | None = None, prefer_host: bool = False) -> float:
     """The fast state to judge `readings` by: the host's (`host_fast_ms`) or this process's own,
-    whichever is faster; this process's is recorded for the host's later trials."""
+    whichever is faster; with `prefer_host`, the host's wherever it has one (a handful of readings
+    taken in one burst, as a gate's first, can all be a fluke). This process's own is recorded for
+    the host's later trials."""
     own = own_fast_ms(readings)
     record_host_fast_ms(own, path)
     known = host_fast_ms(path)
-    return min(own, known) if known is not None else own
+    if known is None:
+        return own
+    return known if prefer_host else min(own, known)
 
 
 def is_slow(reading_ms: float, ref_ms: float) -> bool:
