@@ -34,9 +34,9 @@ def test_a_process_lowers_its_own_entry_and_a_slow_process_is_judged_by_the_host
 
 
 def test_the_host_fast_state_is_the_median_of_recent_processes_not_one_flukes_low(tmp_path):
-    """An H100 host read 1.15-1.48 ms in its processes' fast quantiles and 0.94 ms in one; the
-    lowest-ever reference then called every later window slow (16 of 20 trials ran to the window
-    cap). The median of the latest processes keeps 1.3 ms."""
+    """On an H100 host the trials' windows read 1.16-1.48 ms (their 10% quantiles) and one trial's
+    first readings 0.94 ms; the lowest-ever reference then called every later window slow (8 of 20
+    trials ran to the window cap). The median of the latest processes keeps 1.3 ms."""
     path, now = tmp_path / "fast_ms", 1000.0
     for pid, ms in enumerate([1.48, 1.29, 0.94, 1.30, 1.27, 1.32], start=100):
         witness.record_host_fast_ms(ms, path, pid=pid, now=now + pid)
