@@ -212,7 +212,8 @@ def make_slow_host_once(tickets_dir: str, features: int = 8) -> nn.Module:
     record = Path(tickets_dir) / f"fast_ms.{os.getpid()}"
     first = _ticket(tickets_dir) == 0
     if first:
-        record.write_text(f"{witness.probe_ms() / 1e6:.9f}\n")
+        fast_ms, now = witness.probe_ms() / 1e6, time.time()  # the host's record: its latest processes
+        record.write_text("".join(f"{now:.3f} {pid} {fast_ms:.9f}\n" for pid in range(1, witness.HOST_PROCESSES + 1)))
     witness.HOST_FILE = record
     return _Fault(features)
 
