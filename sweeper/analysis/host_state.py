@@ -1,6 +1,7 @@
 """The host's speed state of a row's witness readings: at the fast state, or not.
 
-A reading is at the fast state within WITNESS_SLOW_FACTOR of the fastest reference its host recorded,
+A reading is at the fast state within WITNESS_SLOW_FACTOR of its host's fast state (the median of the
+references its rows recorded),
 except on a host whose readings showed one speed (TWO_SPEED_FACTOR): there the split would part two
 processes by noise, and every reading counts as fast. Pure pandas, used by the self-check.
 """
@@ -17,16 +18,16 @@ from sweeper.results.schema import WITNESS_SLOW_FACTOR
 
 def at_fast_state(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
     """Per row: a witness `reading` of it was at the host's fast state (within WITNESS_SLOW_FACTOR of
-    the fastest reference of its host, or on a host that showed one speed); True for rows without
+    its host's fast state, or on a host that showed one speed); True for rows without
     witness readings (older rows)."""
     state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
     fast = read_fast(df, reading) & (state.ne("slow") | _one_speed_host(df))
-    return fast.where(reading.notna() & _host_fastest(df).notna(), True).astype(bool)
+    return fast.where(reading.notna() & _host_fast_state(df).notna(), True).astype(bool)
 
 
 TWO_SPEED_FACTOR = 1.5
 """A host shows a second speed when at least 5% of its witness readings (every timed window's, and the
-rows' medians) are this many times its fastest reference or more: the H200 host's slow state read
+rows' medians) are this many times its fast state or more: the H200 host's slow state read
 1.5-2.3x. Where none does (a CPU whose readings spread 1.1-1.35x around one speed), the state split
 would part two processes by noise: every reading there counts as the fast state."""
 
@@ -35,15 +36,15 @@ def _one_speed_host(df: pd.DataFrame) -> pd.Series:
     """Per row: its host's witness readings showed one speed (see TWO_SPEED_FACTOR); False without
     readings."""
     host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
-    fastest = _host_fastest(df).to_numpy()
+    fast_state = _host_fast_state(df).to_numpy()
     medians = [numeric_column(df, c).to_numpy() for c in ("witness_ms", "eager_witness_ms", "eager_alone_witness_ms")]
     windows = df["windows_json"].tolist() if "windows_json" in df.columns else [None] * len(df)
     ratios: dict[str, list[float]] = {}
     for i, name in enumerate(host.tolist()):  # positions: labels may repeat
-        if not np.isfinite(fastest[i]) or fastest[i] <= 0:
+        if not np.isfinite(fast_state[i]) or fast_state[i] <= 0:
             continue
         readings = [m[i] for m in medians] + _window_readings(windows[i])
-        ratios.setdefault(name, []).extend(x / fastest[i] for x in readings if np.isfinite(x))
+        ratios.setdefault(name, []).extend(x / fast_state[i] for x in readings if np.isfinite(x))
     one = {name: bool(r) and float(np.percentile(r, 95)) < TWO_SPEED_FACTOR for name, r in ratios.items()}
     return pd.Series([one.get(name, False) for name in host.tolist()], index=df.index, dtype=bool)
 
@@ -59,17 +60,18 @@ def _window_readings(text: object) -> list[float]:
     return [float(x) for k in ("eager_witness_ms", "compiled_witness_ms") for x in windows.get(k) or [] if x]
 
 
-def _host_fastest(df: pd.DataFrame) -> pd.Series:
-    """Per row: the fastest witness reference any row of its host recorded."""
+def _host_fast_state(df: pd.DataFrame) -> pd.Series:
+    """Per row: its host's fast state, the median of the witness references its host's rows recorded
+    (the lowest can be a fluke a whole sweep would then read as slow)."""
     host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
-    return numeric_column(df, "witness_ref_ms").groupby(host).transform("min")
+    return numeric_column(df, "witness_ref_ms").groupby(host).transform("median")
 
 
 def read_fast(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
-    """Per row: `reading` was within WITNESS_SLOW_FACTOR of its host's fastest, or its host showed one
+    """Per row: `reading` was within WITNESS_SLOW_FACTOR of its host's fast state, or its host showed one
     speed; False without a reading."""
-    fastest = _host_fastest(df)
-    within = (reading <= fastest * WITNESS_SLOW_FACTOR) | (_one_speed_host(df) & fastest.notna())
+    fast_state = _host_fast_state(df)
+    within = (reading <= fast_state * WITNESS_SLOW_FACTOR) | (_one_speed_host(df) & fast_state.notna())
     return (within & reading.notna()).astype(bool)
 
 
