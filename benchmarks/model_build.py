@@ -1,7 +1,8 @@
-"""Zoo models built on the host and moved, against built on the device: seconds, and the same weights?
+"""Models built on the host and moved, against built on the device: seconds, and the same weights?
 
-A measuring process builds its model after CUDA's start; a zoo model is built under the trial's
-device as torch's default device, so its random weights are drawn there. This times, in one process
+A measuring process builds its model after CUDA's start, under the trial's device as torch's default
+device, so its random weights are drawn there (a factory whose code cannot run there is built on the
+host: sweeper.zoo.sources.build_placed). This times, in one process
 whose CUDA context is up, both ways of building each model, alternated (host, device, device,
 host, ...), each ending with the model and a batch on the device and the device synchronized. It
 also checks that the device-built model is the same model: the same parameter and buffer names,
@@ -10,6 +11,7 @@ buffers) equal, and each random tensor's mean and standard deviation as the host
 gives them (within `--z-max` standard errors for a sample of that size).
 
     python -m benchmarks.model_build --models resnet50 vit_b_16 bert-base gpt2 [--repeats 3] [--json OUT]
+    python -m benchmarks.model_build --spec my_sweep.yaml     # the spec's models: your factories too
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from typing import Any
 
 import torch
 
-from sweeper.measure.workbench import build_bundle
-from sweeper.spec.sweep_spec import parse_spec
+from sweeper.spec.sweep_spec import load_spec, parse_spec
 from sweeper.spec.trials import Trial, expand
+from sweeper.zoo.sources import build_placed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -38,16 +40,25 @@ def trial_for(model: str) -> Trial:
     return trials[0]
 
 
-def build_once(trial: Trial, device: torch.device, on_device: bool) -> tuple[float, torch.nn.Module]:
-    """Seconds from nothing to the model and one batch on `device`, synchronized."""
+def spec_trials(path: Path) -> list[Trial]:
+    """One trial per model of a sweep spec (its first), so a user's factories are checked as they are swept."""
+    trials, _ = expand(load_spec(path))
+    first: dict[str, Trial] = {}
+    for trial in trials:
+        first.setdefault(trial.model.name, trial)
+    return list(first.values())
+
+
+def build_once(trial: Trial, device: torch.device, on_device: bool) -> tuple[float, torch.nn.Module, str]:
+    """Seconds from nothing to the model and one batch on `device`, synchronized; where it was built."""
     torch.manual_seed(trial.measure.seed)
     torch.cuda.synchronize(device)
     t0 = time.perf_counter()
-    bundle = build_bundle(trial, device if on_device else None)
+    bundle, place = build_placed(trial.model, device if on_device else None)
     model = bundle.model.to(device)
     bundle.make_batch(trial.batch_size, trial.seq_len, torch.Generator().manual_seed(0)).to(device)
     torch.cuda.synchronize(device)
-    return time.perf_counter() - t0, model
+    return time.perf_counter() - t0, model, place
 
 
 def same_model(host: torch.nn.Module, dev: torch.nn.Module, device: torch.device, z_max: float) -> list[str]:
@@ -79,17 +90,18 @@ def same_model(host: torch.nn.Module, dev: torch.nn.Module, device: torch.device
     return problems
 
 
-def measure(model_name: str, device: torch.device, repeats: int, z_max: float) -> dict[str, Any]:
-    trial = trial_for(model_name)
+def measure(trial: Trial, device: torch.device, repeats: int, z_max: float) -> dict[str, Any]:
     times: dict[str, list[float]] = {"host": [], "device": []}
     built: dict[str, torch.nn.Module] = {}
+    places: dict[str, str] = {}
     for i in range(repeats):
         for where in (("host", "device") if i % 2 == 0 else ("device", "host")):
-            s, model = build_once(trial, device, where == "device")
+            s, model, place = build_once(trial, device, where == "device")
             times[where].append(s)
-            built[where] = model
+            built[where], places[where] = model, place
     problems = same_model(built["host"], built["device"], device, z_max)
-    return {"model": model_name, "host_build_s": times["host"], "device_build_s": times["device"],
+    return {"model": trial.model.name, "device_built_on": places["device"],
+            "host_build_s": times["host"], "device_build_s": times["device"],
             "host_median_s": statistics.median(times["host"]), "device_median_s": statistics.median(times["device"]),
             "parameters": sum(p.numel() for p in built["device"].parameters()), "problems": problems}
 
@@ -97,6 +109,7 @@ def measure(model_name: str, device: torch.device, repeats: int, z_max: float) -
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", nargs="+", default=["resnet50", "vit_b_16", "bert-base", "gpt2"])
+    ap.add_argument("--spec", type=Path, help="check the models of this sweep spec instead (factories included)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--z-max", type=float, default=6.0, help="allowed mean/std difference, in standard errors")
     ap.add_argument("--json", type=Path)
@@ -106,12 +119,13 @@ def main() -> int:
         return 2
     device = torch.device("cuda")
     torch.empty(1, device=device)
-    rows = [measure(m, device, args.repeats, args.z_max) for m in args.models]
-    print("| model | parameters | host-built s (median) | device-built s (median) | problems |")
-    print("|---|---|---|---|---|")
+    trials = spec_trials(args.spec) if args.spec else [trial_for(m) for m in args.models]
+    rows = [measure(t, device, args.repeats, args.z_max) for t in trials]
+    print("| model | parameters | host-built s (median) | device-built s (median) | device build | problems |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['model']} | {r['parameters'] / 1e6:.1f} M | {r['host_median_s']:.3f} | {r['device_median_s']:.3f} "
-              f"| {'; '.join(r['problems'][:3]) or 'none'} |")
+              f"| {r['device_built_on']} | {'; '.join(r['problems'][:3]) or 'none'} |")
     if args.json:
         args.json.write_text(json.dumps({"device": torch.cuda.get_device_name(device), "torch": torch.__version__,
                                          "rows": rows}, indent=2))

@@ -106,6 +106,7 @@ def _workbench(trial: Trial, device: torch.device, mark: _Phases, row: dict[str,
         raise TrialFailed("compile_error", f"option set {trial.option_set}: unknown inductor option {unknown[0]!r} "
                           f"(not in this torch's torch._inductor.config, {torch.__version__})")
     wb = build_workbench(trial, device, mark)
+    row["model_built_on"] = wb.built_on
     regions = plan_regions(trial, wb.model)
     row.update(scope_row(trial, wb.model, regions))
     if regions.failure:

@@ -22,8 +22,8 @@ from sweeper.zoo.bundle import Batch, Bundle, output_tensor
 
 
 def build_bundle(trial: Trial, device: torch.device | None = None) -> Bundle:
-    """The trial's model and input maker, from whichever source the spec names (sweeper.zoo.sources:
-    zoo, timm and Hugging Face models are built under `device`, a factory's or callable's on the host)."""
+    """The trial's model and input maker, from whichever source the spec names, built under `device`
+    (sweeper.zoo.sources.build_placed: a factory that cannot build there is built on the host)."""
     return sources.build(trial.model, device)
 
 
@@ -46,6 +46,8 @@ class Workbench:
     batch: Batch
     """The batch that `step` feeds (a stream swaps it batch by batch)."""
     optimizer: torch.optim.Optimizer | None = None
+    built_on: str = "host"
+    """Where the model's weights were made (sweeper.zoo.sources.build_placed): device, host, or host: why."""
     blocks: tuple[str, ...] = ()
     """Class names of the blocks a regional trial compiles (measure.regions.plan_regions)."""
     _initial: dict[str, torch.Tensor] | None = None
@@ -128,7 +130,7 @@ def build_workbench(trial: Trial, device: torch.device, mark: Callable[[str], No
         torch.cuda.init()
         torch.empty(1, device=device)  # the context exists once something is allocated
         mark("cuda_init")
-    bundle = build_bundle(trial, device)
+    bundle, built_on = sources.build_placed(trial.model, device)
     model = bundle.model.to(device)
     if device.type == "cuda":  # what initializing the weights left in the allocator is not the trial's
         sync(device)
@@ -136,7 +138,7 @@ def build_workbench(trial: Trial, device: torch.device, mark: Callable[[str], No
         torch.cuda.reset_peak_memory_stats(device)
     gen = torch.Generator().manual_seed(m.seed)
     batch = bundle.make_batch(trial.batch_size, trial.seq_len, gen).to(device)
-    wb = Workbench(trial, device, model, bundle, batch)
+    wb = Workbench(trial, device, model, bundle, batch, built_on=built_on)
     if wb.train:
         model.train()
         zero_dropout(model)

@@ -101,6 +101,7 @@ COLUMNS: list[Column] = [
     Column("aoti_package_file", STR, "Path aoti: the package kept on the driver, relative to the results directory (null: none, or over the size limit)."),
     Column("compiled_regions", INT, "Modules torch.compile was applied to: 1 for scope whole, the repeated block instances for regional."),
     Column("region_classes", STR, "Class names of the blocks a regional trial compiled in place, comma-separated (null for whole)."),
+    Column("model_built_on", STR, "Where the model's weights were made: device (built under the trial's device as torch's default device: every zoo, timm and Hugging Face model, and a factory or callable that builds there), host (a CPU trial), or `host: failed under DEVICE (why)` for a factory or callable whose code could not run under the device: it was built on the host and moved. Null in rows older than the column."),
     Column("block_choice", STR, "How a regional trial's block was chosen: spec (the model's `block`), zoo (the zoo's own), `found: CLASS, N copies, P% of parameters` (the block finder), or `none: why` when no block qualifies (the trial then fails as compile_error). Null for whole and eager."),
     # steady state
     Column("throughput_items_s", FLOAT, "Items/s: median over timed windows (images or sequences)."),

@@ -59,18 +59,37 @@ def dump_by_value(obj: Any) -> str:
 
 
 def build(model: ModelRef, device: Any = None) -> Any:
-    """The model's Bundle. Zoo, timm and Hugging Face models are built under `device` as torch's
-    default device, so their random weights are drawn there; a factory's or callable's model is
-    built as its code builds it (on the host, unless it says otherwise) and moved afterwards."""
+    """The model's Bundle, built under `device` as torch's default device (see `build_placed`)."""
+    return build_placed(model, device)[0]
+
+
+def build_placed(model: ModelRef, device: Any = None) -> tuple[Any, str]:
+    """The model's Bundle and where its weights were made. Every source is built under `device` as
+    torch's default device, so its random weights are drawn there: "device" (a CUDA or other
+    accelerator), "host" (no device, or the CPU). A factory's or callable's code may not run there
+    (it converts a tensor to numpy, draws from a CPU generator, ...): it is then called again on the
+    host and its model moved afterwards, "host: <why>"; the factory's own error, if the host build
+    fails too. A factory that must build on the host says so itself (`with torch.device("cpu"):`)."""
     from sweeper.zoo.plain import to_bundle  # imports torch
 
+    on_device = device is not None and getattr(device, "type", str(device)) != "cpu"
+    place = "device" if on_device else "host"
     source = source_of(model.name, model.factory, model.by_value)
     if source in ("factory", "callable"):
         made = _import(model.factory) if source == "factory" else load_by_value(model.by_value)
-        return to_bundle(made(**model.kwargs), model.input, model.factory or model.name)
+        where = model.factory or model.name
+        if not on_device:
+            return to_bundle(made(**model.kwargs), model.input, where), place
+        try:
+            with device:
+                return to_bundle(made(**model.kwargs), model.input, where), place
+        except Exception as e:  # any failure under the device: the host build decides
+            why = " ".join(f"{type(e).__name__}: {e}".split())
+            place = f"host: failed under {device} ({why[:200]})"
+        return to_bundle(made(**model.kwargs), model.input, where), place
     with device if device is not None else contextlib.nullcontext():
         if source == "timm":
-            return _import("sweeper.zoo.timm_models:build")(library_name(model.name), **model.kwargs)
+            return _import("sweeper.zoo.timm_models:build")(library_name(model.name), **model.kwargs), place
         if source == "hf":
-            return _import("sweeper.zoo.hf_models:build")(library_name(model.name), model.task, **model.kwargs)
-        return _import(REGISTRY[model.name].builder)(**model.kwargs)
+            return _import("sweeper.zoo.hf_models:build")(library_name(model.name), model.task, **model.kwargs), place
+        return _import(REGISTRY[model.name].builder)(**model.kwargs), place

@@ -131,6 +131,18 @@ def make_ok(features: int = 8) -> nn.Module:
     return _Fault(features)
 
 
+def make_numpy_scaled(features: int = 8) -> nn.Module:
+    """Healthy, and built as much user code builds: its initial weights scaled by a figure computed
+    in numpy from a tensor it draws. Under a device as torch's default device that tensor is drawn
+    there and numpy cannot read it, so the build fails anywhere but on the host."""
+    model = _Fault(features)
+    scale = float((torch.randn(features, features).numpy() ** 2).mean()) ** -0.5
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(scale)
+    return model
+
+
 def make_oom() -> nn.Module:
     return _HugeAllocation()
 

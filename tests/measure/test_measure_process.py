@@ -99,24 +99,42 @@ def test_bad_factory_result_is_a_runtime_error_row(tmp_path):
     assert "returned str, not an nn.Module" in row["error"]
 
 
-def test_a_zoo_model_is_built_on_the_trials_device_and_a_factory_model_as_its_factory_builds_it():
+def test_every_model_is_built_on_the_trials_device_and_a_factory_that_cannot_on_the_host():
     import torch
 
     from sweeper.measure.workbench import build_bundle
+    from sweeper.zoo.sources import build_placed
 
-    zoo_trial = _trial()[0]
-    (factory_trial,) = [t for t in _trial(models=[{"name": "m", "factory": "faulty_models:make_ok",
-                                                   "input": {"kind": "tensor", "shape": [8]}}]) if t.mode == "eager"]
+    def eager_trial(factory: str):
+        (trial,) = [t for t in _trial(models=[{"name": "m", "factory": factory, "input": {"kind": "tensor",
+                                                                                          "shape": [8]}}])
+                    if t.mode == "eager"]
+        return trial
+
+    zoo_trial, factory_trial = _trial()[0], eager_trial("faulty_models:make_ok")
     meta = torch.device("meta")  # no storage: a parameter there was created there, not moved
-    assert {p.device.type for p in build_bundle(zoo_trial, meta).model.parameters()} == {"meta"}
-    assert {p.device.type for p in build_bundle(factory_trial, meta).model.parameters()} == {"cpu"}
+    for trial in (zoo_trial, factory_trial):
+        bundle, place = build_placed(trial.model, meta)
+        assert {p.device.type for p in bundle.model.parameters()} == {"meta"} and place == "device"
+    # a factory whose code cannot run under the device (numpy reads a tensor it drew): built on the host
+    bundle, place = build_placed(eager_trial("faulty_models:make_numpy_scaled").model, meta)
+    assert {p.device.type for p in bundle.model.parameters()} == {"cpu"}
+    assert place.startswith("host: failed under meta (TypeError: can't convert meta device type tensor to numpy")
     assert torch.get_default_device().type == "cpu"  # the build's default device does not leak
+    assert build_placed(factory_trial.model, torch.device("cpu"))[1] == build_placed(factory_trial.model)[1] == "host"
     # on the host, the same weights as a build without a device
-    torch.manual_seed(0)
-    plain = build_bundle(zoo_trial).model.state_dict()
-    torch.manual_seed(0)
-    on_cpu = build_bundle(zoo_trial, torch.device("cpu")).model.state_dict()
-    assert all(torch.equal(plain[k], on_cpu[k]) for k in plain)
+    for trial in (zoo_trial, factory_trial):
+        torch.manual_seed(0)
+        plain = build_bundle(trial).model.state_dict()
+        torch.manual_seed(0)
+        on_cpu = build_bundle(trial, torch.device("cpu")).model.state_dict()
+        assert all(torch.equal(plain[k], on_cpu[k]) for k in plain)
+
+
+def test_a_row_says_where_its_model_was_built(tmp_path):
+    row = measure.run(_payload(_trial()[0]), tmp_path / "row.json")
+    assert row["status"] == "ok", row["error"]
+    assert row["model_built_on"] == "host"  # a CPU trial
 
 
 @pytest.mark.slow
