@@ -80,12 +80,16 @@ def build_placed(model: ModelRef, device: Any = None) -> tuple[Any, str]:
         where = model.factory or model.name
         if not on_device:
             return to_bundle(made(**model.kwargs), model.input, where), place
+        import torch
+
+        host_rng = torch.get_rng_state()  # the host build draws as if the try had not happened
         try:
             with device:
                 return to_bundle(made(**model.kwargs), model.input, where), place
         except Exception as e:  # any failure under the device: the host build decides
             why = " ".join(f"{type(e).__name__}: {e}".split())
             place = f"host: failed under {device} ({why[:200]})"
+        torch.set_rng_state(host_rng)
         return to_bundle(made(**model.kwargs), model.input, where), place
     with device if device is not None else contextlib.nullcontext():
         if source == "timm":

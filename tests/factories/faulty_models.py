@@ -132,14 +132,17 @@ def make_ok(features: int = 8) -> nn.Module:
 
 
 def make_numpy_scaled(features: int = 8) -> nn.Module:
-    """Healthy, and built as much user code builds: its initial weights scaled by a figure computed
-    in numpy from a tensor it draws. Under a device as torch's default device that tensor is drawn
-    there and numpy cannot read it, so the build fails anywhere but on the host."""
+    """Healthy, and built as much user code builds: a mask drawn on the host by name, then its
+    initial weights scaled by a figure computed in numpy from a tensor it draws. Under a device as
+    torch's default device that tensor is drawn there and numpy cannot read it, so the build fails
+    anywhere but on the host (after drawing the mask from the host's generator)."""
     model = _Fault(features)
+    keep = torch.rand(features, device="cpu") > 0.1  # drawn on the host whatever the default device
     scale = float((torch.randn(features, features).numpy() ** 2).mean()) ** -0.5
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(scale)
+        model.register_buffer("keep", keep.to(next(model.parameters()).device))
     return model
 
 

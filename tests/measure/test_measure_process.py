@@ -116,10 +116,16 @@ def test_every_model_is_built_on_the_trials_device_and_a_factory_that_cannot_on_
     for trial in (zoo_trial, factory_trial):
         bundle, place = build_placed(trial.model, meta)
         assert {p.device.type for p in bundle.model.parameters()} == {"meta"} and place == "device"
-    # a factory whose code cannot run under the device (numpy reads a tensor it drew): built on the host
-    bundle, place = build_placed(eager_trial("faulty_models:make_numpy_scaled").model, meta)
+    # a factory whose code cannot run under the device (numpy reads a tensor it drew): built on the host,
+    # the same weights as a host build (the failed try drew from the host's generator before it failed)
+    numpy_model = eager_trial("faulty_models:make_numpy_scaled").model
+    torch.manual_seed(0)
+    bundle, place = build_placed(numpy_model, meta)
     assert {p.device.type for p in bundle.model.parameters()} == {"cpu"}
     assert place.startswith("host: failed under meta (TypeError: can't convert meta device type tensor to numpy")
+    torch.manual_seed(0)
+    host_built = build_placed(numpy_model)[0].model.state_dict()
+    assert all(torch.equal(v, host_built[k]) for k, v in bundle.model.state_dict().items())
     assert torch.get_default_device().type == "cpu"  # the build's default device does not leak
     assert build_placed(factory_trial.model, torch.device("cpu"))[1] == build_placed(factory_trial.model)[1] == "host"
     # on the host, the same weights as a build without a device
