@@ -21,7 +21,7 @@ from typing import Any
 from sweeper import SweeperError
 from sweeper.api.models import carry_callables
 from sweeper.api.results import Results
-from sweeper.api.summary import baseline_check, failure_lines, summary_table
+from sweeper.api.summary import baseline_check, failure_lines, host_build_lines, summary_table
 from sweeper.run import rescue, space
 from sweeper.run.options import TUNE_LOGS
 from sweeper.run.state import SweepError, SweepState
@@ -181,7 +181,7 @@ def _finish(opts: RunOptions, state: SweepState, trials: list[Trial], missing: l
     res = Results(_frame(state), [str(state.results_path)], missing)
     if state.rows:
         print(baseline_check(res.df))
-    failures = failure_lines(state.rows, {t.trial_id: t.label for t in trials})
+    failures = failure_lines(state.rows, {t.trial_id: t.label for t in trials}) + host_build_lines(state.rows)
     if failures:
         print("\n".join(failures))
     if opts.report and state.rows:

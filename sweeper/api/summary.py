@@ -1,5 +1,6 @@
 """What a finished sweep prints: the table of its rows, the self-check of its eager baselines, one
-line per failed trial. The CLI and `sweeper.sweep` print the same lines."""
+line per failed trial and per model built on the host after its factory failed under the device.
+The CLI and `sweeper.sweep` print the same lines."""
 
 from __future__ import annotations
 
@@ -37,6 +38,19 @@ def failure_lines(rows: list[dict[str, Any]], labels: dict[str, str]) -> list[st
         label = labels.get(r["trial_id"], r["trial_id"])
         lines.append(f"  {label}: {r['status'].upper()}{': ' + first[:300] if first else ''}")
     return lines
+
+
+def host_build_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """One line per model whose factory could not build under the trial's device (`model_built_on`):
+    it was built on the host and moved, slower, and its random weights drawn there."""
+    fell_back: dict[str, tuple[int, str]] = {}
+    for r in rows:
+        place = str(r.get("model_built_on") or "")
+        if place.startswith("host: "):
+            n, _ = fell_back.get(r["model"], (0, ""))
+            fell_back[r["model"]] = (n + 1, place.removeprefix("host: "))
+    return [f"model {model}: built on the host in {n} trial(s), its code {why}; built on the device it "
+            f"would build faster (docs/writing-specs.md)" for model, (n, why) in fell_back.items()]
 
 
 def baseline_check(df: Any) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sweeper
-from sweeper.api.summary import baseline_check
+from sweeper.api.summary import baseline_check, host_build_lines
 from tests.helpers import REPO
 
 
@@ -45,3 +45,12 @@ def test_drift_between_processes_at_one_host_speed_leaves_every_speedup_establis
     from sweeper.analysis.frames import prepare
     kinds = [ranking.standing(r).kind for _, r in prepare(df).iterrows() if r["mode"] != "eager"]
     assert sorted(kinds) == ["faster", "faster", "faster", "slower"]
+
+
+def test_a_factory_built_on_the_host_after_failing_on_the_device_gets_one_line_per_model():
+    why = "failed under cuda:0 (TypeError: can't convert cuda:0 device type tensor to numpy.)"
+    rows = [{"model": "mine", "model_built_on": f"host: {why}"}, {"model": "mine", "model_built_on": f"host: {why}"},
+            {"model": "zoo", "model_built_on": "device"}, {"model": "cpu", "model_built_on": "host"},
+            {"model": "old"}]
+    assert host_build_lines(rows) == [f"model mine: built on the host in 2 trial(s), its code {why}; built on the "
+                                      "device it would build faster (docs/writing-specs.md)"]
