@@ -1,5 +1,13 @@
 """Measuring one trial in this process: build, eager baseline, compile, time, memory, health,
 accuracy. Imports torch, never pandas or Ray; `python -m sweeper.measure` runs one trial."""
 
+from pathlib import Path
+
 SPAWN_TIME_ENV = "SWEEPER_SPAWN_TIME"
 """Wall-clock time (time.time()) at which the runner started the measuring process."""
+
+
+def aoti_stage_file(package: Path) -> Path:
+    """Where an aoti load process leaves the stage it reached (measure.aoti writes it, the runner
+    reads it after a crash: run.aoti_runs.crash_place)."""
+    return package.with_name(package.name + ".stage.json")

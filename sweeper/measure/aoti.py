@@ -20,6 +20,7 @@ import torch
 import torch._inductor
 from torch import nn
 
+from sweeper.measure import aoti_stage_file
 from sweeper.measure.failures import TrialFailed, classify, describe
 from sweeper.measure.inductor_options import aoti_configs
 from sweeper.measure.timing import sync
@@ -39,8 +40,8 @@ def _inputs_file(package: Path) -> Path:
 def _mark(package: Path, stage: str) -> None:
     """Leave where the load process is (`aoti_runs.STAGES`) beside the package, with torch's versions:
     a process that dies of a signal cannot say it, so its parent reads it there."""
-    stage_file = package.with_name(package.name + ".stage.json")
-    stage_file.write_text(json.dumps({"stage": stage, "torch": torch.__version__, "cuda": torch.version.cuda}))
+    mark = {"stage": stage, "torch": torch.__version__, "cuda": torch.version.cuda}
+    aoti_stage_file(package).write_text(json.dumps(mark))
 
 
 def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:

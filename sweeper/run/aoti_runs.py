@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sweeper.measure import aoti_stage_file
+
 log = logging.getLogger(__name__)
 PACKAGE = "model.pt2"
 B64_KEY = "_aoti_b64"
@@ -35,7 +37,7 @@ STAGES = {"load": "inside torch's aoti_load_package",
 def crash_place(package: Path) -> str:
     """Where the load process died and with which torch ("" when it died before the load began)."""
     try:
-        mark = json.loads(package.with_name(package.name + ".stage.json").read_text())
+        mark = json.loads(aoti_stage_file(package).read_text())
     except (OSError, ValueError):
         return ""
     return f"{STAGES.get(mark.get('stage'), mark.get('stage'))} (torch {mark.get('torch')}, CUDA {mark.get('cuda')})"
