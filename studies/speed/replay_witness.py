@@ -15,21 +15,13 @@ rules would have counted, not how long the sweep would have taken.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from sweeper.analysis.host_state import window_readings
 from sweeper.measure import witness
-
-
-def readings(windows_json: object) -> list[float]:
-    """Every timed window's witness reading of one row, both arms."""
-    if not isinstance(windows_json, str):
-        return []
-    w = json.loads(windows_json)
-    return [float(x) for k in ("eager_witness_ms", "compiled_witness_ms") for x in w.get(k) or [] if x]
 
 
 def replay(df: pd.DataFrame) -> pd.DataFrame:
@@ -39,7 +31,7 @@ def replay(df: pd.DataFrame) -> pd.DataFrame:
     with tempfile.TemporaryDirectory() as tmp:
         host = Path(tmp) / "fast_ms"
         for pid, (_, row) in enumerate(df.iterrows(), start=1):
-            xs = readings(row["windows_json"])
+            xs = window_readings(row["windows_json"])
             if not xs:
                 continue
             now = pd.Timestamp(row["started_at"]).timestamp() - start + 1e9  # a clock the file's window reads

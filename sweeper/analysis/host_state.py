@@ -43,13 +43,13 @@ def _one_speed_host(df: pd.DataFrame) -> pd.Series:
     for i, name in enumerate(host.tolist()):  # positions: labels may repeat
         if not np.isfinite(fast_state[i]) or fast_state[i] <= 0:
             continue
-        readings = [m[i] for m in medians] + _window_readings(windows[i])
+        readings = [m[i] for m in medians] + window_readings(windows[i])
         ratios.setdefault(name, []).extend(x / fast_state[i] for x in readings if np.isfinite(x))
     one = {name: bool(r) and float(np.percentile(r, 95)) < TWO_SPEED_FACTOR for name, r in ratios.items()}
     return pd.Series([one.get(name, False) for name in host.tolist()], index=df.index, dtype=bool)
 
 
-def _window_readings(text: object) -> list[float]:
+def window_readings(text: object) -> list[float]:
     """Every timed window's witness reading of one row (its `windows_json`), both arms."""
     if not isinstance(text, str):
         return []

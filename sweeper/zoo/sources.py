@@ -77,20 +77,22 @@ def build_placed(model: ModelRef, device: Any = None) -> tuple[Any, str]:
     source = source_of(model.name, model.factory, model.by_value)
     if source in ("factory", "callable"):
         made = _import(model.factory) if source == "factory" else load_by_value(model.by_value)
-        where = model.factory or model.name
+
+        def make() -> Any:
+            return to_bundle(made(**model.kwargs), model.input, model.factory or model.name)
         if not on_device:
-            return to_bundle(made(**model.kwargs), model.input, where), place
+            return make(), place
         import torch
 
         host_rng = torch.get_rng_state()  # the host build draws as if the try had not happened
         try:
             with device:
-                return to_bundle(made(**model.kwargs), model.input, where), place
+                return make(), place
         except Exception as e:  # any failure under the device: the host build decides
             why = " ".join(f"{type(e).__name__}: {e}".split())
             place = f"host: failed under {device} ({why[:200]})"
         torch.set_rng_state(host_rng)
-        return to_bundle(made(**model.kwargs), model.input, where), place
+        return make(), place
     with device if device is not None else contextlib.nullcontext():
         if source == "timm":
             return _import("sweeper.zoo.timm_models:build")(library_name(model.name), **model.kwargs), place
