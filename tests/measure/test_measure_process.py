@@ -81,16 +81,6 @@ def test_eager_row_is_its_own_baseline(tmp_path):
     assert row["graphs"] == 0
 
 
-@pytest.mark.slow  # a real compile of a training graph (5 s on 2 cores)
-def test_training_compares_gradients(tmp_path):
-    (trial,) = [t for t in _trial(models=[{"name": "resnet18-tiny"}], axes={"phase": ["train"]})
-                if t.mode == "default"]
-    row = measure.run(_payload(trial), tmp_path / "row.json")
-    assert row["status"] == "ok", row["error"]
-    assert row["accuracy_ok"] and row["rel_err"] < 1e-3  # aot_eager: same kernels, same gradients
-    assert row["throughput_items_s"] > 0
-
-
 def test_bad_factory_result_is_a_runtime_error_row(tmp_path):
     (trial,) = [t for t in _trial(models=[{"name": "m", "factory": "json:dumps", "kwargs": {"obj": 1}}])
                 if t.mode == "eager"]

@@ -6,10 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -21,7 +17,7 @@ from sweeper.spec.trials import expand
 from sweeper.zoo import hf_models, timm_models
 from sweeper.zoo.blocks import MIN_COPIES, find_repeated_block
 from sweeper.zoo.recurrent import lstm_tiny
-from tests.helpers import REPO, run_cli, tiny_spec
+from tests.helpers import run_cli, tiny_spec
 
 timm = pytest.importorskip("timm")
 
@@ -199,55 +195,6 @@ def _write(tmp_path, spec) -> str:
     from tests.helpers import write_spec
 
     return str(write_spec(tmp_path, spec))
-
-
-SCRIPT = '''
-import sys
-import torch
-from torch import nn
-import sweeper
-
-
-class Net(nn.Module):  # defined here, in __main__: no worker can import it
-    def __init__(self, width: int = 8):
-        super().__init__()
-        self.layers = nn.Sequential(nn.Linear(4, width), nn.ReLU(), nn.Linear(width, 3))
-
-    def forward(self, x):
-        return self.layers(x)
-
-
-spec = {
-    "name": "script",
-    "models": [{"name": "net", "factory": Net, "kwargs": {"width": 16},
-                "input": {"kind": "tensor", "shape": [4], "num_classes": 3}}],
-    "axes": {"mode": ["eager", "default"], "dynamic": [False], "batch_size": [4]},
-    "measure": {"backend": "aot_eager", "warmup_iters": 1, "min_window_iters": 2, "min_window_s": 0.01,
-                "warm_compile": False},
-    "resources": {"device": "cpu"},
-}
-res = sweeper.sweep(spec, address="local", results=sys.argv[1], report=False)
-print("ROWS", res.df[["mode", "status"]].to_json(orient="records"))
-try:
-    sweeper.sweep({**spec, "axes": {"mode": ["fast"]}}, address="local", results=sys.argv[1] + "-bad")
-except sweeper.SweeperError as e:
-    print("ERROR", e)
-'''
-
-
-@pytest.mark.slow  # a real Ray (its own, in the script's process) and a real script
-def test_a_model_class_defined_in_a_scripts_main_runs_through_sweeper_sweep(tmp_path):
-    script = tmp_path / "my_script.py"
-    script.write_text(textwrap.dedent(SCRIPT))
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
-    env.pop("RAY_ADDRESS", None)
-    done = subprocess.run([sys.executable, str(script), str(tmp_path / "out")], cwd=tmp_path / "..", env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = json.loads(done.stdout.split("ROWS ", 1)[1].splitlines()[0])
-    assert sorted((r["mode"], r["status"]) for r in rows) == [("default", "ok"), ("eager", "ok")]
-    assert "ERROR spec: axes.mode.0: Input should be" in done.stdout  # the CLI's one-line error, raised
-    assert "started net eager" in done.stderr or "[2/2]" in done.stderr  # progress lines on stderr
 
 
 @pytest.mark.slow  # one real inductor compile

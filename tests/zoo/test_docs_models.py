@@ -50,15 +50,28 @@ def test_each_yaml_example_runs(ray_local, tmp_path, index):
     assert res.df["status"].eq("ok").all(), res.df[["model", "mode", "status", "error"]].to_string()
 
 
+BAD_SPEC = """
+try:  # a spec error, raised as the CLI's one-line error
+    sweeper.sweep({"name": "bad", "models": [{"name": "m", "factory": TinyMLP, "input": {"kind": "tensor",
+                   "shape": [16]}}], "axes": {"mode": ["fast"]}}, results="results/bad")
+except sweeper.SweeperError as e:
+    print("ERROR", e)
+"""
+
+
 @pytest.mark.slow  # a real script with its own local Ray
 def test_the_notebook_example_runs_as_a_script(tmp_path):
+    """As written, in a fresh interpreter: its model class lives in the script's __main__, which no
+    Ray worker can import, and the sweep still runs it."""
     (tmp_path / "example.py").write_text(_blocks("python")[0] + "\nprint('STATUS', sorted(res.df['status']))\n"
-                                         "print('ADVICE', best['advice'])\n")
+                                         "print('ADVICE', best['advice'])\n" + BAD_SPEC)
     # a new private Ray, never a `ray start` cluster that happens to run on this machine
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_ADDRESS": "local"}
     done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "STATUS ['ok', 'ok']" in done.stdout
+    assert "ERROR spec: axes.mode.0: Input should be" in done.stdout
+    assert "[2/2]" in done.stderr  # the progress lines, on stderr as the CLI prints them
     assert (tmp_path / "notebook.html").stat().st_size > 10_000
     assert (tmp_path / "results" / "notebook" / "results.parquet").exists()
