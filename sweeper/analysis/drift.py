@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from sweeper.analysis.floors import STABLE_SPREAD_PCT, floors
-from sweeper.analysis.host_state import at_fast_state, numeric_column, read_fast
+from sweeper.analysis.host_state import at_fast_state, host_figures, numeric_column, read_fast
 
 MATCH_KEYS = ["sweep_id", "model", "phase", "precision", "batch_size", "seq_len", "workload", "bucketing",
               "device_name", "accelerator_type", "matmul_precision", "new_tokens", "cache"]
@@ -118,9 +118,9 @@ def baseline_consensus(df: pd.DataFrame, trials: _EagerTrials | None = None) -> 
         return numeric_column(df, f"eager_{column}").where(~eager_row, numeric_column(df, column))
 
     base, slow = baseline("throughput_items_s").where(ok), baseline("throughput_slow_items_s").where(ok)
-    fast = at_fast_state(df, baseline("witness_ms")) & ok
+    fast = at_fast_state(df, baseline("witness_ms"), figures := host_figures(df)) & ok
     alone = numeric_column(df, "eager_alone_throughput_items_s").where(ok & ~eager_row)
-    alone_fast = read_fast(df, numeric_column(df, "eager_alone_witness_ms")) & alone.notna()
+    alone_fast = read_fast(df, numeric_column(df, "eager_alone_witness_ms"), figures) & alone.notna()
     pure = np.where(eager_row & fast, base, np.where(alone_fast, alone, np.nan))  # uncompiled, at the fast state
     compiled = (ok & ~eager_row).to_numpy()
     arrays = [eager_row.to_numpy(), base.to_numpy(), slow.to_numpy(), fast.to_numpy()]

@@ -15,14 +15,25 @@ import pandas as pd
 
 from sweeper.results.schema import WITNESS_SLOW_FACTOR
 
+HostFigures = tuple[pd.Series, pd.Series]
+"""Per row: its host's fast state (ms) and whether its host showed one speed (`host_figures`)."""
 
-def at_fast_state(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
+
+def host_figures(df: pd.DataFrame) -> HostFigures:
+    """Per row: its host's fast state and whether that host's readings showed one speed, computed
+    once for the frame (every window's readings are parsed here) and passed to the judgements."""
+    fast_state = _host_fast_state(df)
+    return fast_state, _one_speed_host(df, fast_state)
+
+
+def at_fast_state(df: pd.DataFrame, reading: pd.Series, figures: HostFigures | None = None) -> pd.Series:
     """Per row: a witness `reading` of it was at the host's fast state (within WITNESS_SLOW_FACTOR of
     its host's fast state, or on a host that showed one speed); True for rows without
     witness readings (older rows)."""
+    fast_state, one_speed = figures or host_figures(df)
     state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    fast = read_fast(df, reading) & (state.ne("slow") | _one_speed_host(df))
-    return fast.where(reading.notna() & _host_fast_state(df).notna(), True).astype(bool)
+    fast = read_fast(df, reading, (fast_state, one_speed)) & (state.ne("slow") | one_speed)
+    return fast.where(reading.notna() & fast_state.notna(), True).astype(bool)
 
 
 TWO_SPEED_FACTOR = 1.5
@@ -32,11 +43,11 @@ rows' medians) are this many times its fast state or more: the H200 host's slow 
 would part two processes by noise: every reading there counts as the fast state."""
 
 
-def _one_speed_host(df: pd.DataFrame) -> pd.Series:
+def _one_speed_host(df: pd.DataFrame, host_fast_state: pd.Series) -> pd.Series:
     """Per row: its host's witness readings showed one speed (see TWO_SPEED_FACTOR); False without
     readings."""
-    host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
-    fast_state = _host_fast_state(df).to_numpy()
+    host = _hosts(df)
+    fast_state = host_fast_state.to_numpy()
     medians = [numeric_column(df, c).to_numpy() for c in ("witness_ms", "eager_witness_ms", "eager_alone_witness_ms")]
     windows = df["windows_json"].tolist() if "windows_json" in df.columns else [None] * len(df)
     ratios: dict[str, list[float]] = {}
@@ -63,15 +74,18 @@ def window_readings(text: object) -> list[float]:
 def _host_fast_state(df: pd.DataFrame) -> pd.Series:
     """Per row: its host's fast state, the median of the witness references its host's rows recorded
     (the lowest can be a fluke a whole sweep would then read as slow)."""
-    host = (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
-    return numeric_column(df, "witness_ref_ms").groupby(host).transform("median")
+    return numeric_column(df, "witness_ref_ms").groupby(_hosts(df)).transform("median")
 
 
-def read_fast(df: pd.DataFrame, reading: pd.Series) -> pd.Series:
+def _hosts(df: pd.DataFrame) -> pd.Series:
+    return (df["hostname"] if "hostname" in df.columns else pd.Series("", index=df.index)).astype("string").fillna("")
+
+
+def read_fast(df: pd.DataFrame, reading: pd.Series, figures: HostFigures | None = None) -> pd.Series:
     """Per row: `reading` was within WITNESS_SLOW_FACTOR of its host's fast state, or its host showed one
     speed; False without a reading."""
-    fast_state = _host_fast_state(df)
-    within = (reading <= fast_state * WITNESS_SLOW_FACTOR) | (_one_speed_host(df) & fast_state.notna())
+    fast_state, one_speed = figures or host_figures(df)
+    within = (reading <= fast_state * WITNESS_SLOW_FACTOR) | (one_speed & fast_state.notna())
     return (within & reading.notna()).astype(bool)
 
 
