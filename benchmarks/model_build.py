@@ -95,10 +95,11 @@ apart: one such value moves a tensor's standard deviation by more than the sampl
 def _same_draw(name: str, host: torch.Tensor, dev: torch.Tensor, z_max: float) -> list[str]:
     """The two draws' means and standard deviations agree within `z_max` standard errors, far values
     left out of both; a different count of far values is a problem of its own, named."""
-    scale = 1.4826 * (host - host.median()).abs().median().item() or host.std().item()
+    center = host.median()
+    scale = 1.4826 * (host - center).abs().median().item() or host.std().item()
     kept, far = [], []
     for x in (host, dev):
-        out = (x - host.median()).abs() > FAR_SD * scale
+        out = (x - center).abs() > FAR_SD * scale
         kept.append(x[~out])
         far.append(int(out.sum()))
     a, b = kept
