@@ -28,11 +28,11 @@ def host_figures(df: pd.DataFrame) -> HostFigures:
 
 def at_fast_state(df: pd.DataFrame, reading: pd.Series, figures: HostFigures | None = None) -> pd.Series:
     """Per row: a witness `reading` of it was at the host's fast state (within WITNESS_SLOW_FACTOR of
-    its host's fast state, or on a host that showed one speed); True for rows without
-    witness readings (older rows)."""
+    its host's fast state, or on a host that showed one speed), or its trial found its steps the
+    same at either state (`host_state` steady); True for rows without witness readings (older rows)."""
     fast_state, one_speed = figures or host_figures(df)
     state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    fast = read_fast(df, reading, (fast_state, one_speed)) & (state.ne("slow") | one_speed)
+    fast = read_fast(df, reading, (fast_state, one_speed)) & (state.ne("slow") | one_speed) | state.eq("steady")
     return fast.where(reading.notna() & fast_state.notna(), True).astype(bool)
 
 

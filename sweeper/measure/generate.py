@@ -153,14 +153,10 @@ def _target_pct(wb: Workbench) -> float | None:
     return matching.target_se_pct(wb.trial.measure.target_se_pct, wb.device.type)
 
 
-def _headline(m: matching.Matched) -> list[int]:
-    return m.fast if m.state == "fast" else list(range(len(m.arms[0].window_s)))
-
-
 def _arm_row(m: matching.Matched, k: int, log: CallLog, prefix: str, batch: int, tokens: int) -> dict[str, Any]:
     """One arm's figures over the headline's windows ("": the compiled arm, or an eager trial's own)."""
     stats = m.headline(k)
-    row = {**summary(log, _headline(m), batch, prefix), f"{prefix}throughput_items_s": stats.throughput(batch),
+    row = {**summary(log, m.headline_pairs, batch, prefix), f"{prefix}throughput_items_s": stats.throughput(batch),
            f"{prefix}latency_p50_ms": stats.percentile_ms(50)}
     if prefix:
         return {**row, "eager_spread_pct": stats.spread_pct}
@@ -248,7 +244,7 @@ def _compiled_figures(wb: Workbench, row: dict[str, Any], m: matching.Matched, e
     e_dec, c_dec = row["eager_decode_tokens_per_s"], row["decode_tokens_per_s"]
     row["decode_speedup_vs_eager"] = c_dec / e_dec if e_dec and c_dec else None
     row["ttft_speedup_vs_eager"] = row["eager_ttft_ms"] / row["ttft_ms"]
-    low_high = decode_interval(e_log, c_log, _headline(m), t.measure.seed)
+    low_high = decode_interval(e_log, c_log, m.headline_pairs, t.measure.seed)
     row["decode_speedup_ci_low"], row["decode_speedup_ci_high"] = low_high
     row["speedup_ci_low"], row["speedup_ci_high"] = speedup_interval(m.headline(0), m.headline(1), t.measure.seed)
 

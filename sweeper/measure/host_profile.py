@@ -1,7 +1,8 @@
 """Measure a host: its CPU-speed states as the witness sees them, and its run-to-run floors.
 
 `sweeper calibrate` runs this. The probe is read every few milliseconds for a while: the low
-quantile is the host's fast state, readings over WITNESS_SLOW_FACTOR of it are the slow state.
+quantile is the host's fast state, readings over WITNESS_SLOW_FACTOR of it are the slow state (shown;
+the processes below record the fast state their windows read, which later trials judge by).
 Then a launch-bound eager step (a stack of tiny layers: hundreds of small kernels) is timed in
 fresh processes, one after the other, each with the witness around every window. The floors are
 how far one process's median step lies from the others' (rounded up to a whole percent): at
@@ -64,7 +65,7 @@ def one_process(device_name: str, windows: int) -> dict[str, Any]:
     iters = calibrate(step, device, warmup_iters=10, min_iters=10, min_window_s=0.05)
     m = matching.run_matched([Arm(fixed_window(step, device, iters), iters)], windows)
     fast = m.headline(0)
-    return {"fast_step_s": fast.median_iter_s if m.state == "fast" else None,
+    return {"fast_step_s": fast.median_iter_s if m.state != "slow" else None,
             "all_step_s": m.arms[0].median_iter_s, "slow_windows_pct": m.slow_windows_pct,
             "ref_ms": m.ref_ms}
 
@@ -77,8 +78,7 @@ def _floor(values: list[float]) -> float:
 
 def measure_host(device_name: str, seconds: float, processes: int, windows: int) -> dict[str, Any]:
     """The host profile: probe states, then `processes` fresh processes one after the other."""
-    states = probe_states(seconds)
-    witness.record_host_fast_ms(states["witness_fast_ms"])
+    states = probe_states(seconds)  # idle readings: shown, never recorded (windows read higher)
     runs = []
     for _ in range(processes):
         out = subprocess.run([sys.executable, "-m", "sweeper.measure.host_profile", device_name, str(windows)],

@@ -5,7 +5,9 @@ host's fast state (`witness`), *slow* when every one read slow; mixed pairs coun
 The headline figures use the fast pairs (at least MIN_MATCHED_PAIRS of them: else the host ran
 slow through the trial, and the headline falls back to all pairs, saying so); the slow pairs
 give the speedup in the slow state beside it. When too few pairs are fast, more are timed, up to
-EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds.
+EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds. Unless the
+host's state moved no arm's step (`follows_witness`): then the trial is *steady*, its headline uses
+every pair and the state adds no rounds (a GPU-bound step waits for the GPU at any CPU speed).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ EXTRA_ROUNDS = 2
 PRECISION_ROUNDS = 5
 """With a precision target, at most this many times the planned windows are timed again in all."""
 DEFAULT_GPU_TARGET_SE_PCT = 2.5
+FOLLOW_PCT = 1.0
+"""An arm follows the witness when its slow-state windows' median step is more than this many percent
+(and more than FOLLOW_SE standard errors) over its fast-state windows'."""
+FOLLOW_SE = 2.0
 
 
 def median_se_pct(per_iter_s: list[float]) -> float | None:
@@ -50,6 +56,20 @@ def target_se_pct(value: float | None, device_type: str) -> float | None:
     return value or None
 
 
+def follows_witness(arm: WindowStats, ref_ms: float) -> bool | None:
+    """Whether `arm`'s step time followed the host's state: its windows that read slow took longer
+    per step than those that read fast, by more than FOLLOW_PCT and FOLLOW_SE standard errors.
+    None when fewer than MIN_STATE_PAIRS windows read either state (nothing to judge by)."""
+    states = [witness.is_slow(r, ref_ms) for r in arm.witness_ms]
+    fast = [x for x, slow in zip(arm.per_iter_s, states, strict=True) if not slow]
+    slow = [x for x, s in zip(arm.per_iter_s, states, strict=True) if s]
+    if min(len(fast), len(slow)) < MIN_STATE_PAIRS:
+        return None
+    excess_pct = (statistics.median(slow) / statistics.median(fast) - 1.0) * 100.0
+    se = math.hypot(median_se_pct(fast) or 0.0, median_se_pct(slow) or 0.0)
+    return excess_pct > max(FOLLOW_PCT, FOLLOW_SE * se)
+
+
 @dataclass
 class Matched:
     """Every arm's windows and the host state each pair ran in."""
@@ -58,6 +78,8 @@ class Matched:
     ref_ms: float
     fast: list[int]
     slow: list[int]
+    steady: bool = False
+    """The host's state moved no arm's step (each was judged: `follows_witness`)."""
     waited_s: float = 0.0
     """Seconds the rounds waited for the host's fast state (`HostGate`)."""
 
@@ -67,13 +89,22 @@ class Matched:
         ref = ref_ms if ref_ms is not None else witness.reference_ms(readings)
         n = len(arms[0].window_s)
         states = [[witness.is_slow(a.witness_ms[i], ref) for a in arms] for i in range(n)]
+        steady = all(follows_witness(a, ref) is False for a in arms)
         return cls(arms, ref, [i for i, s in enumerate(states) if not any(s)],
-                   [i for i, s in enumerate(states) if all(s)])
+                   [i for i, s in enumerate(states) if all(s)], steady)
 
     @property
     def state(self) -> str:
-        """fast: the headline compares fast pairs only; slow: too few were fast, it uses all pairs."""
+        """fast: the headline compares fast pairs only; steady: the host's state moved no arm's step,
+        it uses all pairs; slow: too few were fast and the state mattered, it uses all pairs."""
+        if self.steady:
+            return "steady"
         return "fast" if len(self.fast) >= MIN_MATCHED_PAIRS else "slow"
+
+    @property
+    def headline_pairs(self) -> list[int]:
+        """The pairs the headline figures come from."""
+        return self.fast if self.state == "fast" else list(range(len(self.arms[0].window_s)))
 
     def headline(self, k: int) -> WindowStats:
         return self.arms[k].subset(self.fast) if self.state == "fast" else self.arms[k]
@@ -122,22 +153,19 @@ def speedup(base: WindowStats, new: WindowStats) -> float:
 
 class HostGate:
     """Before each round of windows: the witness, read again (every GATE_PAUSE_S) while it says
-    the host runs slow, until it reads fast or the trial's `wait_s` is spent."""
+    the host runs slow, until it reads fast or the trial's `wait_s` is spent. It judges by the
+    host's recorded fast state of windows; on a host with none yet, by a survey's."""
 
     def __init__(self, wait_s: float, ref_ms: float | None = None):
         self.left_s, self.waited_s = wait_s, 0.0
-        self.ref_ms = ref_ms if ref_ms is not None else witness.reference_ms(self._start_readings(),
-                                                                              prefer_host=True)
+        self.ref_ms = ref_ms or witness.host_fast_ms() or witness.own_fast_ms(self._survey())
 
     @staticmethod
-    def _start_readings() -> list[float]:
-        """GATE_START_READINGS readings; on a host with no recorded fast state yet (its first
-        trial), readings for SURVEY_S instead: ten readings taken in one slow stretch would
-        make the slow state this trial's (and the host's) reference."""
-        if witness.host_fast_ms() is not None:
-            return [witness.probe_ms() for _ in range(GATE_START_READINGS)]
+    def _survey() -> list[float]:
+        """Readings for SURVEY_S (never recorded: idle readings run lower than windows'): ten
+        readings taken in one slow stretch would make the slow state this trial's reference."""
         readings, t0 = [], time.perf_counter()
-        while len(readings) < GATE_START_READINGS or time.perf_counter() - t0 < SURVEY_S:
+        while time.perf_counter() - t0 < SURVEY_S:
             readings.append(witness.probe_ms())
             time.sleep(GATE_PAUSE_S)
         return readings
@@ -162,7 +190,6 @@ def wait_allowance_s(host_wait_s: float | None, device_type: str) -> float:
 
 DEFAULT_GPU_WAIT_S = 30.0
 GATE_PAUSE_S = 0.01
-GATE_START_READINGS = 10
 SURVEY_S = 8.0
 """A host's first gated trial reads the witness this long before its first round."""
 
@@ -181,8 +208,11 @@ def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0, target_pct: 
     timed, cap = windows, windows * (1 + (EXTRA_ROUNDS if target_pct is None else PRECISION_ROUNDS))
     while True:
         m = Matched.of(stats)
-        m.waited_s = gate.waited_s if gate is not None else 0.0
-        missing = windows - len(m.fast) if fast_rounds else 0
+        if gate is not None:
+            m.waited_s = gate.waited_s
+            gate.ref_ms = m.ref_ms  # judged as windows read from now on
+            gate.left_s = 0.0 if m.steady else gate.left_s  # a steady trial waits for nothing
+        missing = windows - len(m.fast) if fast_rounds and not m.steady else 0
         if (missing <= 0 and not m.imprecise(target_pct)) or timed >= cap:
             return m
         more = run_interleaved(arms, min(max(missing, windows // 2, 1), cap - timed), before)

@@ -5,9 +5,11 @@ path are CPU work), and some hosts run their CPUs at two speeds for seconds at a
 runs the same kind of work (PROBE_OPS tiny torch CPU ops) and its time says which speed the next
 window ran at. A window's reading is the slower of the probes just before and just after it.
 
-Readings are judged against the host's fast state: the median of the low quantiles that the host's
-latest measuring processes saw (a small per-host file, which `sweeper calibrate` can seed), or this
-process's own if lower. A window is slow when its reading is over `SLOW_FACTOR` times that. The
+Window readings are judged against the host's fast state as windows read it: the median of the
+low quantiles of window readings that the host's latest measuring processes saw (a small per-host
+file, which `sweeper calibrate` can seed), or this process's own if lower. A window is slow when its
+reading is over `SLOW_FACTOR` times that. Readings taken any other way (an idle process's, a single
+probe's) run lower and are never recorded: against them, windows read slow by construction. The
 median of recent processes, not the lowest ever: one process's fluke, or a host whose speed drifts
 over minutes, must not leave every later window "slow".
 """
@@ -32,8 +34,9 @@ SLOW_FACTOR = WITNESS_SLOW_FACTOR
 """A reading this much over the fast state is a slow window (the two states differ by ~1.6x)."""
 FAST_QUANTILE = 0.2
 """A process's own fast state: this quantile of its readings (the fastest reading can be a fluke)."""
-HOST_FILE = Path(tempfile.gettempdir()) / "sweeper-witness" / "fast_ms"
-"""The fast states of the host's latest measuring processes, a line each: time, pid, milliseconds."""
+HOST_FILE = Path(tempfile.gettempdir()) / "sweeper-witness" / "window_fast_ms"
+"""The fast states of the host's latest measuring processes' window readings, a line each: time, pid,
+milliseconds (a new name: the older file held idle readings, which run lower)."""
 HOST_MEMORY_S = 600.0
 """A process's fast state counts for the host this long after it was recorded."""
 HOST_PROCESSES = 7
@@ -121,17 +124,14 @@ def own_fast_ms(readings: list[float]) -> float:
     return xs[min(len(xs) - 1, int(FAST_QUANTILE * len(xs)))]
 
 
-def reference_ms(readings: list[float], path: Path | None = None, prefer_host: bool = False) -> float:
-    """The fast state to judge `readings` by: the host's (`host_fast_ms`) or this process's own,
-    whichever is faster; with `prefer_host`, the host's wherever it has one (a handful of readings
-    taken in one burst, as a gate's first, can all be a fluke). This process's own is recorded for
-    the host's later trials."""
-    own = own_fast_ms(readings)
+def reference_ms(window_readings: list[float], path: Path | None = None) -> float:
+    """The fast state to judge timed windows' readings by (each the slower of the probes around
+    its window): the host's (`host_fast_ms`) or this process's own, whichever is faster. This
+    process's own is recorded for the host's later trials."""
+    own = own_fast_ms(window_readings)
     record_host_fast_ms(own, path)
     known = host_fast_ms(path)
-    if known is None:
-        return own
-    return known if prefer_host else min(own, known)
+    return own if known is None else min(own, known)
 
 
 def is_slow(reading_ms: float, ref_ms: float) -> bool:
