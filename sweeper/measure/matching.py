@@ -6,7 +6,7 @@ The headline figures use the fast pairs (at least MIN_MATCHED_PAIRS of them: els
 slow through the trial, and the headline falls back to all pairs, saying so); the slow pairs
 give the speedup in the slow state beside it. When too few pairs are fast, more are timed, up to
 EXTRA_ROUNDS times the planned windows: a slow stretch of the host lasts seconds. Unless the
-host's state moved no arm's step (`follows_witness`): then the trial is *steady*, its headline uses
+host's state is shown to move no arm's step (`unmoved_by_host`): then the trial is *steady*, its headline uses
 every pair and the state adds no rounds (a GPU-bound step waits for the GPU at any CPU speed).
 """
 
@@ -31,10 +31,10 @@ EXTRA_ROUNDS = 2
 PRECISION_ROUNDS = 5
 """With a precision target, at most this many times the planned windows are timed again in all."""
 DEFAULT_GPU_TARGET_SE_PCT = 2.5
-FOLLOW_PCT = 1.0
-"""An arm follows the witness when its slow-state windows' median step is more than this many percent
-(and more than FOLLOW_SE standard errors) over its fast-state windows'."""
-FOLLOW_SE = 2.0
+STEADY_PCT = 1.0
+"""An arm is unmoved by the host's state when its slow-state and fast-state windows' median steps
+differ by at most this many percent, STEADY_SE standard errors included (`unmoved_by_host`)."""
+STEADY_SE = 2.0
 
 
 def median_se_pct(per_iter_s: list[float]) -> float | None:
@@ -56,18 +56,19 @@ def target_se_pct(value: float | None, device_type: str) -> float | None:
     return value or None
 
 
-def follows_witness(arm: WindowStats, ref_ms: float) -> bool | None:
-    """Whether `arm`'s step time followed the host's state: its windows that read slow took longer
-    per step than those that read fast, by more than FOLLOW_PCT and FOLLOW_SE standard errors.
-    None when fewer than MIN_STATE_PAIRS windows read either state (nothing to judge by)."""
+def unmoved_by_host(arm: WindowStats, ref_ms: float) -> bool:
+    """Whether `arm`'s step time is shown not to follow the host's state: at least MIN_STATE_PAIRS
+    windows read each state, and the medians of the two differ by at most STEADY_PCT even at
+    STEADY_SE standard errors out. An arm that may follow it (too few windows of a state, or too
+    spread to tell) is not unmoved: wrongly judged unmoved, a headline would mix the states."""
     states = [witness.is_slow(r, ref_ms) for r in arm.witness_ms]
     fast = [x for x, slow in zip(arm.per_iter_s, states, strict=True) if not slow]
     slow = [x for x, s in zip(arm.per_iter_s, states, strict=True) if s]
     if min(len(fast), len(slow)) < MIN_STATE_PAIRS:
-        return None
+        return False
     excess_pct = (statistics.median(slow) / statistics.median(fast) - 1.0) * 100.0
     se = math.hypot(median_se_pct(fast) or 0.0, median_se_pct(slow) or 0.0)
-    return excess_pct > max(FOLLOW_PCT, FOLLOW_SE * se)
+    return abs(excess_pct) + STEADY_SE * se <= STEADY_PCT
 
 
 @dataclass
@@ -79,7 +80,7 @@ class Matched:
     fast: list[int]
     slow: list[int]
     steady: bool = False
-    """The host's state moved no arm's step (each was judged: `follows_witness`)."""
+    """The host's state was shown to move no arm's step (`unmoved_by_host`)."""
     waited_s: float = 0.0
     """Seconds the rounds waited for the host's fast state (`HostGate`)."""
 
@@ -89,7 +90,7 @@ class Matched:
         ref = ref_ms if ref_ms is not None else witness.reference_ms(readings)
         n = len(arms[0].window_s)
         states = [[witness.is_slow(a.witness_ms[i], ref) for a in arms] for i in range(n)]
-        steady = all(follows_witness(a, ref) is False for a in arms)
+        steady = all(unmoved_by_host(a, ref) for a in arms)
         return cls(arms, ref, [i for i, s in enumerate(states) if not any(s)],
                    [i for i, s in enumerate(states) if all(s)], steady)
 

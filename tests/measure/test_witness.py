@@ -218,13 +218,14 @@ def test_a_trial_whose_steps_do_not_follow_the_host_state_is_steady_and_gets_no_
     assert launch_bound.state != "steady" and len(launch_bound.arms[0].window_s) > 8
 
 
-def test_an_arm_follows_the_witness_when_its_slow_windows_are_slower_past_the_noise():
+def test_an_arm_is_unmoved_by_the_host_only_when_its_states_are_shown_to_agree():
     states = [1.0, 1.6] * 6
-    assert matching.follows_witness(_stats([10.0 * s for s in states], states), 1.0) is True
-    assert matching.follows_witness(_stats([10.0] * 12, states), 1.0) is False
-    jitter = [10.0, 10.05, 9.95, 10.02, 10.0, 9.97] * 2
-    assert matching.follows_witness(_stats(jitter, states), 1.0) is False  # within the noise
-    assert matching.follows_witness(_stats([10.0] * 12, [1.0] * 10 + [1.6] * 2), 1.0) is None  # two slow
+    assert not matching.unmoved_by_host(_stats([10.0 * s for s in states], states), 1.0)  # follows
+    assert matching.unmoved_by_host(_stats([10.0] * 12, states), 1.0)
+    assert matching.unmoved_by_host(_stats([10.0, 10.01, 9.99, 10.0] * 3, states), 1.0)  # within 1%, precisely
+    spread = [10.0, 10.9, 9.3, 10.4, 9.6, 11.0] * 2  # agree on the median, but too spread to tell
+    assert not matching.unmoved_by_host(_stats(spread, states), 1.0)
+    assert not matching.unmoved_by_host(_stats([10.0] * 12, [1.0] * 10 + [1.6] * 2), 1.0)  # two slow windows
 
 
 def test_a_gate_waits_for_the_hosts_fast_state_not_a_fluke_of_its_first_readings(monkeypatch, tmp_path):
