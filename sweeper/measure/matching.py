@@ -12,6 +12,7 @@ every pair and the state adds no rounds (a GPU-bound step waits for the GPU at a
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import statistics
@@ -163,13 +164,14 @@ class HostGate:
 
     @staticmethod
     def _survey() -> list[float]:
-        """Readings for SURVEY_S (never recorded: idle readings run lower than windows'): ten
-        readings taken in one slow stretch would make the slow state this trial's reference."""
+        """Readings for SURVEY_S, each the slower of two probes as a window's is (never recorded:
+        idle readings run lower than windows'): ten readings taken in one slow stretch would make
+        the slow state this trial's reference."""
         readings, t0 = [], time.perf_counter()
         while time.perf_counter() - t0 < SURVEY_S:
             readings.append(witness.probe_ms())
             time.sleep(GATE_PAUSE_S)
-        return readings
+        return [max(a, b) for a, b in itertools.pairwise(readings)] or readings
 
     def __call__(self) -> float:
         reading = witness.probe_ms()
