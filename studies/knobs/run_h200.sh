@@ -5,7 +5,11 @@
 #   probe   the load probe first (about 8 minutes): a two-layer MLP's package, then resnet50 bs64's
 #           (PROBE_BUILDS, default tiny,default), each loaded in its building process and in fresh
 #           processes in several orders and environments (load_probe.py);
-#           OUT_DIR/probe/load_probe.jsonl says which crash, where and how.
+#           OUT_DIR/probe/load_probe.jsonl says which crash, where and how. PROBE_DEVICE=cpu: packages
+#           for the CPU instead (the same constructor, without CUDA).
+#   regex   regex_probe.py: the host's C++ toolchain, the package constructor's std::regex in a small
+#           library built with it and called in a torch process, and what the probe's package
+#           libraries need (OUT_DIR/regex/regex_probe.json; under a minute).
 #   knobs   the 39-trial sweep of knobs.yaml on every GPU of the host. Each call runs at most LIMIT_S
 #           seconds (default 540), then resumes the same sweep on the next call: repeat it until
 #           OUT_DIR/knobs.done exists.
@@ -43,7 +47,8 @@ print(d.sort_values("throughput_items_s").iloc[-1]["trial_id"] if len(d) else ""
 for stage in "$@"; do
   case $stage in
     probe) python3 -m studies.knobs.load_probe "$out/probe" --model resnet50 --batch-size 64 \
-      --builds "${PROBE_BUILDS:-tiny,default}" >"$out/probe.txt" 2>&1 ;;
+      --device "${PROBE_DEVICE:-cuda}" --builds "${PROBE_BUILDS:-tiny,default}" >"$out/probe.txt" 2>&1 ;;
+    regex) python3 -m studies.knobs.regex_probe "$out/regex" --packages "$out/probe" >"$out/regex.txt" 2>&1 ;;
     knobs) resumable knobs "$here/knobs.yaml" ;;
     aoti) resumable aoti "$here/aoti.yaml" ;;
     tables) tables ;;

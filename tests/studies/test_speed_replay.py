@@ -27,7 +27,8 @@ def test_the_pairing_replayed_finds_gpu_bound_trials_steady_and_launch_bound_one
     steady = gpu_bound[gpu_bound["state_now"] == "steady"]
     assert len(steady) >= 5 and (steady["needed_now"] == 16).sum() >= 4
     assert (steady["timed"] > 16).sum() >= 4  # windows the host's state added then
-    launch_bound = replay_witness.replay(pd.read_parquet(REPO / "studies/decisive/results/final/r1/results.parquet"), 10)
+    r1 = REPO / "studies/decisive/results/final/r1/results.parquet"
+    launch_bound = replay_witness.replay(pd.read_parquet(r1), 10)
     assert (launch_bound["state_now"] != "steady").all()
     compiled = gpu_bound.dropna(subset=["speedup_now"])
     assert ((compiled["speedup_now"] / compiled["speedup_then"] - 1).abs() < 0.01).all()
