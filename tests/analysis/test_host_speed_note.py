@@ -14,6 +14,7 @@ def test_the_slow_states_speedup_is_said_beside_the_headline_where_it_lies_outsi
     assert host_speed_note({**ROW, "speedup_slow": 2.5}) == ""  # inside the interval: one speed as far as we can tell
     assert host_speed_note({**ROW, "speedup_slow": None}) == ""  # too few slow pairs to say
     assert host_speed_note({**ROW, "mode": "eager"}) == ""
+    assert host_speed_note({**ROW, "host_state": "steady"}) == ""  # its steps were shown not to follow the host
 
 
 def test_a_trial_that_never_saw_the_fast_state_says_its_headline_is_the_slow_states():
