@@ -121,8 +121,7 @@ def standing(row: pd.Series | dict) -> Standing:
 def host_speed_note(row: pd.Series | dict) -> str:
     """Where the host's CPUs ran at two speeds during the trial and the speedup differs between them
     by more than its interval: the headline (fast state) beside the slow state's; or, where the trial
-    ran slow throughout, that its headline is the slow state's. '' otherwise (for eager rows, and for
-    steady ones: the host's state was shown not to move their steps)."""
+    ran slow throughout, that its headline is the slow state's. '' otherwise (eager and steady rows)."""
     speedup, slow = _num(row.get("speedup_vs_eager")), _num(row.get("speedup_slow"))
     slow_pct = _num(row.get("slow_windows_pct"))
     if row.get("mode") == EAGER or speedup is None or row.get("host_state") == "steady":
