@@ -32,7 +32,7 @@ def at_fast_state(df: pd.DataFrame, reading: pd.Series, figures: HostFigures | N
     same at either state (`host_state` steady); True for rows without witness readings (older rows)."""
     fast_state, one_speed = figures or host_figures(df)
     state = df["host_state"] if "host_state" in df.columns else pd.Series(None, index=df.index, dtype="object")
-    fast = read_fast(df, reading, (fast_state, one_speed)) & (state.ne("slow") | one_speed) | state.eq("steady")
+    fast = (read_fast(df, reading, (fast_state, one_speed)) & (state.ne("slow") | one_speed)) | state.eq("steady")
     return fast.where(reading.notna() & fast_state.notna(), True).astype(bool)
 
 

@@ -62,9 +62,9 @@ def unmoved_by_host(arm: WindowStats, ref_ms: float) -> bool:
     windows read each state, and the medians of the two differ by at most STEADY_PCT even at
     STEADY_SE standard errors out. An arm that may follow it (too few windows of a state, or too
     spread to tell) is not unmoved: wrongly judged unmoved, a headline would mix the states."""
-    states = [witness.is_slow(r, ref_ms) for r in arm.witness_ms]
-    fast = [x for x, slow in zip(arm.per_iter_s, states, strict=True) if not slow]
-    slow = [x for x, s in zip(arm.per_iter_s, states, strict=True) if s]
+    read_slow = [witness.is_slow(r, ref_ms) for r in arm.witness_ms]
+    fast = [x for x, was_slow in zip(arm.per_iter_s, read_slow, strict=True) if not was_slow]
+    slow = [x for x, was_slow in zip(arm.per_iter_s, read_slow, strict=True) if was_slow]
     if min(len(fast), len(slow)) < MIN_STATE_PAIRS:
         return False
     excess_pct = (statistics.median(slow) / statistics.median(fast) - 1.0) * 100.0
