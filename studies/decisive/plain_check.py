@@ -2,9 +2,11 @@
 
     python -m studies.decisive.plain_check [--pairs 30] [--out FILE.json]
 
-Two settings the tool's committed sweeps also time (studies/decisive/launch_bound.yaml and the
+Settings the tool's committed sweeps also time (studies/decisive/launch_bound.yaml and the
 speed study's 24-setting yardstick): bert-base bf16 inference at batch 8, seq 128 (launch-bound:
-eager against `reduce-overhead`), and resnet50 fp32 (matmul precision "high") at batch 64
+eager against `reduce-overhead`; the bare encoder fed ids only, then as the tool's zoo builds and
+feeds it: with its classification head and an all-ones attention mask, and with the head but no
+mask; matmul precision "high" as the tool's specs set it), and resnet50 fp32 (matmul precision "high") at batch 64
 (GPU-bound: eager against `default`). Per setting: both arms built and warmed in this process,
 then `--pairs` pairs of windows (eager then compiled, >= 0.1 s and >= 10 steps each, timed with
 CUDA events), a pure-Python probe (200,000 additions, this script's own) timed right before and
@@ -52,19 +54,24 @@ def window(step, min_s: float = 0.1, min_iters: int = 10) -> float:
     return start.elapsed_time(end) / n
 
 
-def bert_arms():
-    from transformers import BertConfig, BertModel
+def bert_arms(head: bool = False, mask: bool = False):
+    """bert-base bf16 (autocast), batch 8, seq 128; `head`: with the sequence-classification head
+    (the tool's zoo model), `mask`: an all-ones attention mask passed too (as the tool's batches do;
+    under torch.compile transformers keeps it, so SDPA gets a boolean mask)."""
+    from transformers import BertConfig, BertForSequenceClassification, BertModel
 
+    torch.set_float32_matmul_precision("high")
     with torch.device("cuda"):
-        model = BertModel(BertConfig()).eval()
-    ids = torch.randint(0, 30000, (8, 128), device="cuda")
+        model = (BertForSequenceClassification if head else BertModel)(BertConfig()).eval()
+    ids = torch.randint(3, 30000, (8, 128), device="cuda")
+    kwargs = {"attention_mask": torch.ones_like(ids)} if mask else {}
     compiled = torch.compile(model, mode="reduce-overhead")
 
     def arm(m):
         def step():
             with torch.no_grad(), torch.autocast("cuda", torch.bfloat16):
                 torch.compiler.cudagraph_mark_step_begin()
-                m(ids)
+                m(ids, **kwargs)
         return step
     return arm(model), arm(compiled)
 
@@ -147,6 +154,9 @@ def main() -> None:
     ap.add_argument("--out")
     args = ap.parse_args()
     results = [run_setting("bert-base bf16 bs8 seq128, eager vs reduce-overhead", bert_arms, args.pairs),
+               run_setting("bert-base + classification head, attention mask, bf16 bs8 seq128, eager vs "
+                           "reduce-overhead", lambda: bert_arms(head=True, mask=True), args.pairs),
+               run_setting("bert-base + classification head, no mask", lambda: bert_arms(head=True), args.pairs),
                run_setting("resnet50 fp32 bs64, eager vs default", resnet_arms, args.pairs)]
     results.insert(0, {"torch": torch.__version__, "device": torch.cuda.get_device_name()})
     for r in results[1:]:
