@@ -7,8 +7,13 @@ fresh process whose end (exit code or signal) is recorded:
 - `regex_lib`: a small shared library holding the same `std::regex` the package's constructor
   compiles (`(cpu|cuda|xpu|mps)(:([0-9]+))?`, torch's `aoti_runtime/model_base.h`), built with that
   compiler and torch's ABI flag, loaded with `ctypes` into a process that imported torch (and made
-  its CUDA context when there is a GPU), and called. Where this faults too, the toolchain is the
-  cause; where it runs, the package's build is.
+  its CUDA context when there is a GPU), and called; then called in a process that never imported
+  torch; and how it was linked (the linker line of `-v`: is libstdc++ linked in statically?). Where
+  it faults in the torch process, the toolchain is the cause; where it runs, the package's build is.
+- `alternatives`: the same library built by every other C++ compiler on the host (`g++`, `c++`,
+  `clang++` under /usr/bin, other than the one inductor calls), how each links libstdc++, and
+  whether each one's library runs in a torch process: a compiler to name in `CXX` (which inductor's
+  `get_cpp_compiler` honours) if the one it calls is the cause.
 - `package_libs`: for each package library under `--packages` (the load probe's builds), what it
   needs (`readelf -d`) and whether it carries a libstdc++ of its own (defined `std::locale` symbols).
 
@@ -46,6 +51,10 @@ CALLER = textwrap.dedent("""\
     lib = ctypes.CDLL(sys.argv[1])
     print("parsed", lib.parse_device(b"cuda:3"), lib.parse_device(b"cpu"), flush=True)
     """)
+CALLER_NO_TORCH = CALLER.replace(", torch", "").replace("if torch.cuda.is_available():", "if False:")
+OTHER_COMPILERS = ("/usr/bin/g++", "/usr/bin/c++", "/usr/bin/clang++")
+LINKERS = ("collect2", "/ld", "ld.lld", "ld.gold")
+"""How the linker's line in a `-v` build starts (gcc's collect2, clang's ld)."""
 TOOLCHAIN = textwrap.dedent("""\
     import json, re, subprocess, torch
     from torch._inductor.cpp_builder import get_cpp_compiler
@@ -72,14 +81,38 @@ def toolchain() -> dict[str, object]:
 
 
 def regex_lib(out: Path, cxx: str, cxx11_abi: bool) -> dict[str, object]:
-    src, lib = out / "regex_lib.cpp", out / "regex_lib.so"
+    src, lib = out / "regex_lib.cpp", out / f"regex_lib.{cxx.strip('/').replace('/', '_')}.so"
     src.write_text(SOURCE)
     build = [cxx, "-shared", "-fPIC", "-O2", "-std=c++17", f"-D_GLIBCXX_USE_CXX11_ABI={int(cxx11_abi)}",
              str(src), "-o", str(lib)]
-    built = _run(build)
+    built = _run([*build, "-v"])
     if built["exit"] != 0:
         return {"build": build, "built": built}
-    return {"build": build, "needed": _needed(lib), "call": _run([sys.executable, "-c", CALLER, str(lib)])}
+    link = [line for line in built["stderr"].splitlines()
+            if line.split(" ", 2)[1 if line.startswith(" ") else 0].strip('"').endswith(LINKERS)][-1:]
+    return {"build": build, "version": _run([cxx, "--version"])["stdout"].splitlines()[:1],
+            "link_line": link[0][-1500:] if link else None,
+            "libstdcxx_static": bool(link) and ("-Bstatic -lstdc++" in link[0] or "libstdc++.a" in link[0]),
+            "needed": _needed(lib), "defines_std_locale": _defines_locale(lib),
+            "call": _run([sys.executable, "-c", CALLER, str(lib)]),
+            "call_without_torch": _run([sys.executable, "-c", CALLER_NO_TORCH, str(lib)])}
+
+
+def alternatives(out: Path, cxx: str, cxx11_abi: bool) -> list[dict[str, object]]:
+    mine = Path(shutil.which(cxx) or cxx).resolve()
+    seen, found = {mine}, []
+    for other in OTHER_COMPILERS:
+        path = Path(other)
+        if path.exists() and path.resolve() not in seen:
+            seen.add(path.resolve())
+            found.append({"cxx": other, **regex_lib(out, other, cxx11_abi)})
+    return found
+
+
+def _defines_locale(lib: Path) -> bool:
+    symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout \
+        if shutil.which("nm") else ""
+    return "_ZNSt6localeC1Ev" in symbols
 
 
 def _needed(lib: Path) -> list[str]:
@@ -90,13 +123,8 @@ def _needed(lib: Path) -> list[str]:
 
 
 def package_libs(packages: Path) -> list[dict[str, object]]:
-    libs = []
-    for lib in sorted(packages.rglob("*.so")):
-        symbols = subprocess.run(["nm", "-D", "--defined-only", str(lib)], capture_output=True, text=True).stdout \
-            if shutil.which("nm") else ""
-        libs.append({"library": str(lib), "needed": _needed(lib),
-                     "defines_std_locale": "_ZNSt6localeC1Ev" in symbols})
-    return libs
+    return [{"library": str(lib), "needed": _needed(lib), "defines_std_locale": _defines_locale(lib)}
+            for lib in sorted(packages.rglob("*.so"))]
 
 
 def main() -> int:
@@ -109,12 +137,16 @@ def main() -> int:
     result: dict[str, object] = {"toolchain": tools}
     if tools.get("cxx"):
         result["regex_lib"] = regex_lib(args.out, str(tools["cxx"]), bool(tools["cxx11_abi"]))
+        result["alternatives"] = alternatives(args.out, str(tools["cxx"]), bool(tools["cxx11_abi"]))
     if args.packages:
         result["package_libs"] = package_libs(args.packages)
     (args.out / "regex_probe.json").write_text(json.dumps(result, indent=2) + "\n")
-    call = result.get("regex_lib", {}).get("call", {})
+    built = [result.get("regex_lib", {}), *result.get("alternatives", [])]
     print(json.dumps({"cxx": tools.get("cxx_version"), "libstdcxx": tools.get("libstdcxx_newest"),
-                      "regex_lib_exit": call.get("exit"), "regex_lib_out": call.get("stdout", "").strip()}))
+                      "libs": [{"build": b.get("build", [None])[0], "libstdcxx_static": b.get("libstdcxx_static"),
+                                "exit_in_torch": b.get("call", {}).get("exit"),
+                                "exit_without_torch": b.get("call_without_torch", {}).get("exit")}
+                               for b in built if b]}))
     return 0
 
 
