@@ -11,3 +11,9 @@ def aoti_stage_file(package: Path) -> Path:
     """Where an aoti load process leaves the stage it reached (measure.aoti writes it, the runner
     reads it after a crash: run.aoti_runs.crash_place)."""
     return package.with_name(package.name + ".stage.json")
+
+
+def aoti_inputs_file(package: Path) -> Path:
+    """What a package was built for (inputs, device) and by which C++ compiler: measure.aoti writes it
+    at the build, its load process checks the inputs, the runner names the compiler after a failed load."""
+    return package.with_name(package.name + ".inputs.json")

@@ -20,7 +20,7 @@ import torch
 import torch._inductor
 from torch import nn
 
-from sweeper.measure import aoti_stage_file
+from sweeper.measure import aoti_inputs_file, aoti_stage_file
 from sweeper.measure.failures import TrialFailed, classify, describe
 from sweeper.measure.inductor_options import aoti_configs
 from sweeper.measure.timing import sync
@@ -31,10 +31,6 @@ def signature(wb: Workbench) -> list[list[Any]]:
     """What the package is built for: each tensor input's shape, dtype and device type, in order."""
     values = [*wb.batch.args, *(wb.batch.kwargs[k] for k in sorted(wb.batch.kwargs))]
     return [[list(v.shape), str(v.dtype), v.device.type] for v in values if isinstance(v, torch.Tensor)]
-
-
-def _inputs_file(package: Path) -> Path:
-    return package.with_name(package.name + ".inputs.json")
 
 
 def _mark(package: Path, stage: str) -> None:
@@ -62,7 +58,18 @@ def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:
         raise classify(e, "compile") from e
     row.update(aoti_package_s=time.perf_counter() - t0, aoti_package_bytes=package.stat().st_size)
     row["compile_s"] = row["aoti_export_s"] + row["aoti_package_s"]
-    _inputs_file(package).write_text(json.dumps({"inputs": signature(wb), "device": str(wb.device)}))
+    aoti_inputs_file(package).write_text(json.dumps({"inputs": signature(wb), "device": str(wb.device),
+                                                 "cxx": _cxx()}))
+
+
+def _cxx() -> str | None:
+    """The C++ compiler inductor called to build the package (None where this torch does not say)."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+
+        return str(get_cpp_compiler())
+    except (ImportError, AttributeError, RuntimeError, OSError):
+        return None
 
 
 class LoadedPackage(nn.Module):
@@ -100,7 +107,7 @@ def loader(package: Path, row: dict[str, Any]):
 
 def check_inputs(wb: Workbench, package: Path) -> None:
     """Refuse, with a named error, inputs that differ from those the package was built for."""
-    built = json.loads(_inputs_file(package).read_text())
+    built = json.loads(aoti_inputs_file(package).read_text())
     here = signature(wb)
     if built["inputs"] != here:
         raise TrialFailed("runtime_error", f"inputs {here} differ from those the package was built for "

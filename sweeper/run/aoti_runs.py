@@ -13,11 +13,12 @@ import base64
 import json
 import logging
 import time
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.measure import aoti_stage_file
+from sweeper.measure import aoti_inputs_file, aoti_stage_file
 
 log = logging.getLogger(__name__)
 PACKAGE = "model.pt2"
@@ -43,6 +44,33 @@ def crash_place(package: Path) -> str:
     return f"{STAGES.get(mark.get('stage'), mark.get('stage'))} (torch {mark.get('torch')}, CUDA {mark.get('cuda')})"
 
 
+def own_cxx_runtimes(package: Path) -> list[str]:
+    """The package's shared libraries that carry a C++ runtime of their own: they define std::locale
+    but do not load libstdc++.so (the compiler that linked them put libstdc++ in statically)."""
+    try:
+        with zipfile.ZipFile(package) as z:
+            libs = {name: z.read(name) for name in z.namelist() if name.endswith(".so")}
+    except (OSError, zipfile.BadZipFile):
+        return []
+    return [Path(n).name for n, data in libs.items() if b"libstdc++.so" not in data and b"_ZNSt6locale" in data]
+
+
+def runtime_note(package: Path) -> str:
+    """Why a load failed, where the package shows it: a library with its own libstdc++ beside the one
+    torch loads (two C++ runtimes disagree on std::locale's facets, and the std::regex that the
+    package's constructor builds throws std::bad_cast or faults); "" otherwise."""
+    own = own_cxx_runtimes(package)
+    if not own:
+        return ""
+    try:
+        cxx = json.loads(aoti_inputs_file(package).read_text()).get("cxx")
+    except (OSError, ValueError):
+        cxx = None
+    return (f"; the package's {own[0]} carries its own libstdc++ (linked in statically by the C++ compiler "
+            f"inductor called{f', {cxx}' if cxx else ''}) beside torch's: build with CXX set to a compiler "
+            "that links libstdc++ dynamically")
+
+
 def is_aoti(trial: dict[str, Any]) -> bool:
     return trial.get("path", "jit") == "aoti"
 
@@ -65,7 +93,8 @@ def run(run_process: Callable[..., dict[str, Any]], payload: dict[str, Any], wor
     row.update({k: v for k, v in figures.items() if row.get(k) is None})
     if row.get("status") != "ok":
         place = crash_place(package) if row.get("status") == "crashed" else ""
-        error = f"aoti load (fresh process): {row.get('error')}" + (f", {place}" if place else "")
+        error = f"aoti load (fresh process): {row.get('error')}" + (f", {place}" if place else "") \
+            + runtime_note(package)
         row.update(error=error, _retry=False)  # the build stands
         log.warning("trial %s aoti load: %s %s", payload["trial"]["trial_id"], row["status"], row["error"])
     row["_process_s"] = time.monotonic() - t0

@@ -1,10 +1,12 @@
 """The aoti path on the CPU, for real: export and package in one process, load and measure in a fresh
 one; an export refusal named with torch's reason; a loading process that dies is a crashed row that
-keeps the build's figures."""
+keeps the build's figures; a package whose library carries its own libstdc++ fails to load with
+the cause named."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -99,3 +101,27 @@ def test_a_loading_process_that_segfaults_is_a_crashed_row_with_the_build_kept()
     # it died in its eager arm, before the load began: the error does not blame torch's loader
     assert "aoti_load_package" not in row["error"]
     assert row["aoti_package_bytes"] > 0 and row["aoti_package_s"] > 0
+
+
+_STATIC_LIBSTDCXX = """#!/bin/sh
+# g++ that links libstdc++ into every shared object it links, as some hosts' compilers are set up to
+for a in "$@"; do [ "$a" = "-shared" ] && exec {gxx} "$@" -static-libstdc++; done
+exec {gxx} "$@"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
+def test_a_package_built_with_its_own_libstdcxx_fails_to_load_and_the_row_names_the_cause(tmp_path, monkeypatch):
+    """Fault injection as a host's toolchain does it: inductor's compiler (CXX) links libstdc++ into the
+    package's library, so its constructor's std::regex meets torch's libstdc++ in the load process."""
+    gxx = tmp_path / "bin" / "g++"
+    gxx.parent.mkdir()
+    gxx.write_text(_STATIC_LIBSTDCXX.format(gxx=shutil.which("g++")))
+    gxx.chmod(0o755)
+    monkeypatch.setenv("CXX", str(gxx))
+    row = _run("faulty_models:make_ok")
+    assert row["status"] in ("runtime_error", "crashed"), row["error"]
+    assert row["error"].startswith("aoti load (fresh process):")
+    assert "wrapper.so carries its own libstdc++" in row["error"] and str(gxx) in row["error"]
+    assert row["aoti_package_bytes"] > 0 and row["aoti_package_s"] > 0  # the build stands
