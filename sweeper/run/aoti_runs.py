@@ -47,12 +47,14 @@ def crash_place(package: Path) -> str:
 def own_cxx_runtimes(package: Path) -> list[str]:
     """The package's shared libraries that carry a C++ runtime of their own: they define std::locale
     but do not load libstdc++.so (the compiler that linked them put libstdc++ in statically)."""
+    def own(data: bytes) -> bool:
+        return b"libstdc++.so" not in data and b"_ZNSt6locale" in data
+
     try:
-        with zipfile.ZipFile(package) as z:
-            libs = {name: z.read(name) for name in z.namelist() if name.endswith(".so")}
+        with zipfile.ZipFile(package) as z:  # one library in memory at a time (a package's may be 100 MB)
+            return [Path(n).name for n in z.namelist() if n.endswith(".so") and own(z.read(n))]
     except (OSError, zipfile.BadZipFile):
         return []
-    return [Path(n).name for n, data in libs.items() if b"libstdc++.so" not in data and b"_ZNSt6locale" in data]
 
 
 def runtime_note(package: Path) -> str:
