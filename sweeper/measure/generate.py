@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from sweeper.measure import accuracy, matching
+from sweeper.measure import accuracy, gpu_lock, matching
 from sweeper.measure.decode_timing import CallLog, decode_interval, summary, timed_generate
 from sweeper.measure.failures import TrialFailed, classify
 from sweeper.measure.health import Health, watch_compiles
@@ -257,7 +257,8 @@ def measure_warm(wb: Workbench, row: dict[str, Any], base: dict[str, Any], stead
         except Exception as e:
             raise classify(e, "compile") from e
     if steady_step_s is None:
-        steady_step_s = min(timed_call(compiled, wb.device)[0] for _ in range(3))
+        with gpu_lock.timing():
+            steady_step_s = min(timed_call(compiled, wb.device)[0] for _ in range(3))
     row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - steady_step_s))
 
 

@@ -1,13 +1,14 @@
-"""Several trials on one GPU (`resources.trials_per_gpu`): the GPU's lock, held but for compiles.
+"""Several trials on one GPU (`resources.trials_per_gpu`): the GPU's lock, a reader-writer `flock`.
 
-While one trial compiles (CPU work, on its own CPUs) another may time on the same GPU, but two
-trials must never run their GPU work at once, above all not into each other's timed windows. So a
-measuring process that shares its GPU holds this lock, an `flock` on a per-host file named by the
-GPU's UUID, from the start of its work to its end, and lets go of it only while it compiles: the
-compiling call (dynamo and inductor on the CPU; its first execution, a few milliseconds of GPU
-work, may land in a neighbour's window) and nothing else. An autotuning compile benchmarks kernels
-on the GPU, so it keeps the lock. The kernel releases a dead holder's lock. A process that does
-not share its GPU holds nothing and waits for nothing.
+No GPU work of a neighbour may run inside a trial's timed windows. So a measuring process that
+shares its GPU holds this lock (an `flock` on a per-host file named by the GPU's UUID) from the start
+of its work to its end: *shared* for its untimed GPU work (model build, references, warm-ups,
+accuracy checks), which may overlap a neighbour's untimed work, and *exclusive* while it times
+windows (`timing`), which waits for every neighbour's GPU work to end and keeps it out meanwhile.
+It lets go of it only while it compiles: the compiling call (dynamo and inductor on the CPU; its
+first execution, a few milliseconds of GPU work, may land in a neighbour's window). An autotuning
+compile benchmarks kernels on the GPU, so it keeps the lock. The kernel releases a dead holder's
+lock. A process that does not share its GPU holds nothing and waits for nothing.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class GpuLock:
 
     def __init__(self, key: str | None, lock_dir: Path | None = None):
         self.key, self.lock_dir = key, lock_dir or LOCK_DIR
-        self.waited_s, self.held_s = 0.0, 0.0
+        self.waited_s, self.held_s, self.exclusive_s = 0.0, 0.0, 0.0
         self._fd: int | None = None
         self._since = 0.0
 
@@ -42,16 +43,42 @@ class GpuLock:
     def holding(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> None:
-        """Wait for the GPU, then hold it (until `release`, or this process's end)."""
+    def acquire(self, exclusive: bool = False) -> None:
+        """Wait for the GPU, then hold it, shared (until `release`, or this process's end); `exclusive`:
+        alone, as `timing` does."""
         if self.key is None or self._fd is not None:
             return
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_dir / f"{self.key}.lock", os.O_CREAT | os.O_RDWR, 0o666)
         t0 = time.monotonic()
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         self._fd, self._since = fd, time.monotonic()
         self.waited_s += self._since - t0
+
+    @contextlib.contextmanager
+    def timing(self) -> Iterator[None]:
+        """Hold the GPU alone for the block (timed windows), then as before it."""
+        if self.key is None:
+            yield
+            return
+        held = self.holding
+        if held:  # shared -> exclusive: flock converts by letting go, then waiting (never a deadlock)
+            t0 = time.monotonic()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            self.waited_s += time.monotonic() - t0
+        else:
+            self.acquire(exclusive=True)
+        start = time.monotonic()
+        try:
+            yield
+        finally:
+            self.exclusive_s += time.monotonic() - start
+            if held:  # back to shared (flock converts by letting go first: a neighbour may come between)
+                t0 = time.monotonic()
+                fcntl.flock(self._fd, fcntl.LOCK_SH)
+                self.waited_s += time.monotonic() - t0
+            else:
+                self.release()
 
     def release(self) -> None:
         if self._fd is None:
@@ -74,7 +101,8 @@ class GpuLock:
     def as_row(self) -> dict[str, Any]:
         shared = self.key is not None
         return {"gpu_lock_wait_s": self.waited_s if shared else None,
-                "gpu_lock_held_s": self.held_s if shared else None}
+                "gpu_lock_held_s": self.held_s if shared else None,
+                "gpu_lock_exclusive_s": self.exclusive_s if shared else None}
 
 
 _CURRENT = GpuLock(None)
@@ -101,6 +129,11 @@ def hold(key: str | None, lock_dir: Path | None = None) -> GpuLock:
 def released_while_compiling(mode: str) -> contextlib.AbstractContextManager[None]:
     """Around a compiling call: the GPU is free for a neighbour meanwhile, unless the mode autotunes."""
     return contextlib.nullcontext() if mode in AUTOTUNING_MODES else _CURRENT.released()
+
+
+def timing() -> contextlib.AbstractContextManager[None]:
+    """Around timed windows: this process's GPU to itself (a no-op on a GPU of its own)."""
+    return _CURRENT.timing()
 
 
 def current() -> GpuLock:

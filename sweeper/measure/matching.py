@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from sweeper.measure import witness
+from sweeper.measure import gpu_lock, witness
 from sweeper.measure.timing import Arm, WindowStats, run_interleaved
 
 MIN_MATCHED_PAIRS = 5
@@ -204,7 +204,14 @@ def run_matched(arms: list[Arm], windows: int, wait_s: float = 0.0, target_pct: 
     `target_pct`, while an arm's headline median is less precise than that (at most PRECISION_ROUNDS
     x windows more); with `wait_s`, each round first waits for the fast state (`HostGate`), at most
     `wait_s` in all. Without `fast_rounds` (a trial that times at whatever speed the host runs: on
-    the CPU both arms slow alike) the host's state adds no rounds."""
+    the CPU both arms slow alike) the host's state adds no rounds. On a GPU shared with other trials,
+    the GPU is this process's alone meanwhile (`gpu_lock.timing`)."""
+    with gpu_lock.timing():
+        return _matched_rounds(arms, windows, wait_s, target_pct, fast_rounds)
+
+
+def _matched_rounds(arms: list[Arm], windows: int, wait_s: float, target_pct: float | None,
+                    fast_rounds: bool) -> Matched:
     gate = HostGate(wait_s) if wait_s > 0 else None
     before = gate or witness.probe_ms
     stats = run_interleaved(arms, windows, before)

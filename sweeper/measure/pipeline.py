@@ -258,7 +258,8 @@ def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None
     if steady_step_s is None:
         m = wb.trial.measure
         iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
-        steady_step_s = run_windows(lambda: wb.step(compiled), wb.device, 5, iters).median_iter_s
+        with gpu_lock.timing():
+            steady_step_s = run_windows(lambda: wb.step(compiled), wb.device, 5, iters).median_iter_s
     row.update(warm_first_call_s=first, warm_compile_s=max(0.0, first - steady_step_s))
 
 

@@ -170,7 +170,8 @@ COLUMNS: list[Column] = [
     Column("torch_threads", INT, "torch's intra-op threads in the measuring process (torch.get_num_threads()): CPU kernels ran on, and inductor's CPU code was built for, this many."),
     Column("trials_per_gpu", INT, "Trials sharing the trial's GPU (resources.trials_per_gpu); above 1 each measuring process held the GPU's lock for all but its compiling call."),
     Column("gpu_lock_wait_s", FLOAT, "Seconds the trial's (cold) measuring process waited for its GPU's lock (a neighbour's GPU work); the warm processes' waits are inside their phases. Null when the GPU was its own."),
-    Column("gpu_lock_held_s", FLOAT, "Seconds that process held the lock (everything but its compiling call, unless that autotuned). Null when the GPU was its own."),
+    Column("gpu_lock_held_s", FLOAT, "Seconds that process held the lock, shared or alone (everything but its compiling call, unless that autotuned). Null when the GPU was its own."),
+    Column("gpu_lock_exclusive_s", FLOAT, "Seconds of those it held the GPU alone: its timed windows, which no neighbour's GPU work may overlap (its untimed GPU work shares the lock with theirs). Null when the GPU was its own, and in rows made before the lock had two kinds."),
     Column("cpus_pinned", BOOL, "The trial held its own slot of whole physical cores (its processes and compile workers ran there only)."),
     # compile health
     Column("graphs", INT, "Unique graphs dynamo captured."),

@@ -23,8 +23,9 @@ class Resources(Strict):
     node's CPUs; on CPU, 1 CPU for Ray's scheduling and no pinning."""
     trials_per_gpu: Annotated[int, Field(ge=1, le=4)] = 1
     """Above 1, that many trials share each GPU (each asks Ray for 1/N of one): one compiles (CPU
-    work, on its own CPUs) while another times. Their GPU work never overlaps: a measuring process
-    holds the GPU's lock for all but its compiling call (rows: `gpu_lock_wait_s`)."""
+    work, on its own CPUs) while another times. No neighbour's GPU work runs inside a trial's timed
+    windows: a measuring process holds the GPU's lock for all but its compiling call, alone while
+    it times, shared with its neighbours' untimed work otherwise (rows: `gpu_lock_wait_s`)."""
     max_concurrent_trials: PositiveInt | None = None
     """Trials running at once; None: as many as the cluster's resources allow (CPU trials: 1, they
     would share cores)."""

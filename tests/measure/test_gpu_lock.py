@@ -1,5 +1,6 @@
 """Several trials on one GPU: the per-GPU lock a sharing measuring process holds for everything
-but its compiles, across real processes, and the spec and Ray resources that turn it on."""
+but its compiles (shared for untimed GPU work, alone for timed windows), across real processes, and
+the spec and Ray resources that turn it on."""
 
 from __future__ import annotations
 
@@ -21,16 +22,17 @@ from tests.helpers import tiny_spec
 
 class _Neighbour:
     """Another process (a neighbour trial) that takes the GPU's lock and holds it for `seconds`,
-    or, with `seconds` None, until the test calls `release` (the test decides, not the clock)."""
+    or, with `seconds` None, until the test calls `release` (the test decides, not the clock):
+    alone (a neighbour timing its windows), or with `shared` as for its untimed GPU work."""
 
-    def __init__(self, lock_dir, key: str, seconds: float | None):
+    def __init__(self, lock_dir, key: str, seconds: float | None, shared: bool = False):
         hold = f"time.sleep({seconds})" if seconds is not None else "sys.stdin.readline()"
         code = textwrap.dedent(f"""
             import sys, time
             from pathlib import Path
             from sweeper.measure.gpu_lock import GpuLock
             lock = GpuLock({key!r}, Path({str(lock_dir)!r}))
-            lock.acquire()
+            lock.acquire(exclusive={not shared})
             print("held", flush=True)
             {hold}
         """)
@@ -61,9 +63,9 @@ STARTS_WITHIN_S = 300
 """How long a neighbour process may take to start and take a free lock: catches a hang only."""
 
 
-def _holder(lock_dir, key: str, seconds: float | None, wait: bool = True) -> _Neighbour:
+def _holder(lock_dir, key: str, seconds: float | None, wait: bool = True, shared: bool = False) -> _Neighbour:
     """A neighbour holding the lock; returns once it holds it (with `wait`), else at once."""
-    neighbour = _Neighbour(lock_dir, key, seconds)
+    neighbour = _Neighbour(lock_dir, key, seconds, shared)
     if wait:
         assert neighbour.holds_within(STARTS_WITHIN_S)
     return neighbour
@@ -82,11 +84,35 @@ def test_a_sharing_process_waits_for_the_gpu_then_holds_it(lock_dir):
     neighbour.wait()
     assert lock.holding and lock.waited_s >= 0.7
     other = _holder(lock_dir, "GPU-test", 0.0, wait=False)
-    assert not other.holds_within(0.5)  # held: a neighbour's work waits
+    assert not other.holds_within(0.5)  # held: a neighbour's timing waits
     lock.release()
     assert other.holds_within(STARTS_WITHIN_S)
     other.wait()
     assert lock.as_row()["gpu_lock_wait_s"] == lock.waited_s and lock.held_s >= 0.5
+    assert lock.as_row()["gpu_lock_exclusive_s"] == 0.0  # it timed nothing
+
+
+def test_untimed_gpu_work_shares_the_gpu_and_timed_windows_have_it_alone(lock_dir):
+    neighbour = _holder(lock_dir, "GPU-test", None, shared=True)  # a neighbour's model build, say
+    lock = gpu_lock.hold("GPU-test", lock_dir)  # this process's own untimed work: beside it at once
+    assert lock.holding
+    neighbour.release_after(1.0)
+    with gpu_lock.timing():  # waits about 1 s, until the neighbour's untimed work is done
+        neighbour.wait()
+        assert lock.waited_s >= 0.7
+        other = _holder(lock_dir, "GPU-test", 0.0, wait=False, shared=True)
+        assert not other.holds_within(0.5)  # inside the windows: not even untimed work comes in
+    assert other.holds_within(STARTS_WITHIN_S)  # back to shared: the neighbour's work comes in beside it
+    other.wait()
+    assert lock.holding and lock.exclusive_s >= 0.5 and lock.as_row()["gpu_lock_exclusive_s"] == lock.exclusive_s
+    lock.release()
+    alone = _holder(lock_dir, "GPU-test", None)  # a neighbour timing its windows
+    waiting = gpu_lock.GpuLock("GPU-test", lock_dir)
+    alone.release_after(1.0)
+    with waiting.timing():  # not holding before: takes the GPU alone, then lets it go
+        assert waiting.holding and waiting.waited_s >= 0.7
+    alone.wait()
+    assert not waiting.holding and waiting.exclusive_s > 0
 
 
 def test_the_gpu_is_free_while_compiling_unless_the_compile_autotunes(lock_dir):
@@ -118,7 +144,10 @@ def test_a_gpu_of_its_own_waits_for_nothing_and_says_so(lock_dir):
     lock = gpu_lock.hold(None, lock_dir)
     with gpu_lock.released_while_compiling("default"), gpu_lock.released_while_compiling("max-autotune"):
         pass
-    assert not lock.holding and lock.as_row() == {"gpu_lock_wait_s": None, "gpu_lock_held_s": None}
+    with gpu_lock.timing():  # the neighbour holds its GPU lock alone, and this process does not care
+        pass
+    assert not lock.holding and lock.as_row() == {"gpu_lock_wait_s": None, "gpu_lock_held_s": None,
+                                                  "gpu_lock_exclusive_s": None}
     neighbour.proc.kill()
     neighbour.wait()
 
@@ -136,6 +165,7 @@ def test_a_sharing_trials_row_records_its_wait(lock_dir, tmp_path, monkeypatch):
     neighbour.wait()
     assert row["status"] == "ok", row["error"]
     assert row["trials_per_gpu"] == 2 and row["gpu_lock_wait_s"] >= 0.5 and row["gpu_lock_held_s"] > 0
+    assert 0 < row["gpu_lock_exclusive_s"] < row["gpu_lock_held_s"]  # its windows alone, its build shared
     assert not gpu_lock.current().holding  # let go when the row is written
     alone = measure.run({"trial": eager.to_dict(), "device": "cpu"}, tmp_path / "alone.json")
     assert alone["trials_per_gpu"] == 1 and alone["gpu_lock_wait_s"] is None
