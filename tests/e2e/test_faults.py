@@ -132,7 +132,7 @@ def test_resources_are_given_back(fault_sweep):
 def test_no_process_left_behind(fault_sweep):
     ids = [t.trial_id for t in fault_sweep.trials]
     deadline = time.monotonic() + HANG_S
-    while left := _leftovers(ids):
+    while left := _leftovers(ids, fault_sweep.tmp):
         assert time.monotonic() < deadline, left
         time.sleep(0.5)
 
@@ -161,11 +161,14 @@ def test_results_are_parquet_only(fault_sweep):
     assert set(re.findall(r"\w*pickle\.\w+\(", by_value.read_text())) == {"cloudpickle.loads(", "cloudpickle.dumps("}
 
 
-def _leftovers(trial_ids: list[str]) -> list[str]:
+def _leftovers(trial_ids: list[str], tmp: Path) -> list[str]:
+    """This sweep's processes still running (a hang child names its sweep's folder: an earlier
+    session's leftover, a test run cut short, is not this sweep's)."""
     found = []
     for proc in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(proc.info["cmdline"] or [])
-        if HANG_CHILD_MARKER in cmd or ("sweeper.measure" in cmd and any(t in cmd for t in trial_ids)):
+        if (HANG_CHILD_MARKER in cmd and str(tmp) in cmd) or ("sweeper.measure" in cmd
+                                                                and any(t in cmd for t in trial_ids)):
             found.append(f"{proc.info['pid']}: {cmd}")
     return found
 
