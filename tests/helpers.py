@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
@@ -138,3 +139,19 @@ def start_sweep(spec: Path, out: Path, env: dict[str, str], log: Path, cwd: Path
         return subprocess.Popen([sys.executable, "-c", AS_FROM_A_TERMINAL, "run", str(spec), "--results", str(out),
                                  "--no-report"], env=env, stdout=subprocess.DEVNULL, stderr=sink, cwd=cwd,
                                 start_new_session=True)
+
+
+STATIC_LIBSTDCXX = """#!/bin/sh
+# g++ that links libstdc++ into every shared object it links, as some hosts' compilers are set up to
+for a in "$@"; do [ "$a" = "-shared" ] && exec {gxx} "$@" -static-libstdc++; done
+exec {gxx} "$@"
+"""
+
+
+def static_gxx(folder) -> str:
+    """A g++ (by that name, in `folder`) that links libstdc++ into shared objects."""
+    folder.mkdir(exist_ok=True)
+    gxx = folder / "g++"
+    gxx.write_text(STATIC_LIBSTDCXX.format(gxx=os.path.realpath(shutil.which("g++"))))
+    gxx.chmod(0o755)
+    return str(gxx)

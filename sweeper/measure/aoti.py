@@ -12,6 +12,7 @@ process instead of raising. The pipeline then times it as any compiled module, a
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -20,11 +21,13 @@ import torch
 import torch._inductor
 from torch import nn
 
-from sweeper.measure import aoti_inputs_file, aoti_stage_file, gpu_lock
+from sweeper.measure import AOTI_BUILD_COLUMNS, aoti_inputs_file, aoti_stage_file, cxx_runtime, gpu_lock
 from sweeper.measure.failures import TrialFailed, classify, describe
 from sweeper.measure.inductor_options import aoti_configs
 from sweeper.measure.timing import sync
 from sweeper.measure.workbench import Workbench
+
+log = logging.getLogger(__name__)
 
 
 def signature(wb: Workbench) -> list[list[Any]]:
@@ -50,6 +53,7 @@ def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:
     except Exception as e:
         raise TrialFailed("export_error", f"torch.export refused the model: {describe(e)}") from e
     row["aoti_export_s"] = time.perf_counter() - t0
+    row.update(_choose_cxx())
     t0 = time.perf_counter()
     try:
         torch._inductor.aoti_compile_and_package(exported, package_path=str(package),
@@ -60,6 +64,18 @@ def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:
     row["compile_s"] = row["aoti_export_s"] + row["aoti_package_s"]
     built_for = {"inputs": signature(wb), "device": str(wb.device), "cxx": _cxx()}
     aoti_inputs_file(package).write_text(json.dumps(built_for))
+
+
+def _choose_cxx() -> dict[str, Any]:
+    """Build with a compiler whose shared libraries load libstdc++ (`cxx_runtime.choose`)."""
+    current = _cxx()
+    if current is None:
+        return {"aoti_cxx": None, "aoti_cxx_replaced": None}
+    cxx, replaced = cxx_runtime.choose(current)
+    if replaced is not None:
+        torch._inductor.config.cpp.cxx = (cxx,)
+        log.warning("aoti build: %s links libstdc++ into shared libraries; building with %s", replaced, cxx)
+    return {"aoti_cxx": cxx, "aoti_cxx_replaced": replaced}
 
 
 def _cxx() -> str | None:
@@ -117,13 +133,10 @@ def check_inputs(wb: Workbench, package: Path) -> None:
         raise TrialFailed("runtime_error", f"package built for {built['device']}, loaded on {wb.device}")
 
 
-BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s")
-
-
 def finish_row(row: dict[str, Any], build: dict[str, Any], items: float) -> None:
     """The load process's row with the build's figures: compile_s is the build (export + package),
     and break-even counts it against the steady gain."""
-    row.update({k: build.get(k) for k in BUILD_COLUMNS})
+    row.update({k: build.get(k) for k in AOTI_BUILD_COLUMNS})
     tp, eager_tp = row.get("throughput_items_s"), row.get("eager_throughput_items_s")
     if tp and eager_tp and items and row.get("compile_s") is not None:
         gain = items / eager_tp - items / tp

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sweeper.measure import aoti_inputs_file, aoti_stage_file
+from sweeper.measure import AOTI_BUILD_COLUMNS, aoti_inputs_file, aoti_stage_file
+from sweeper.measure.cxx_runtime import carries_own_runtime
 
 log = logging.getLogger(__name__)
 PACKAGE = "model.pt2"
@@ -26,8 +27,6 @@ B64_KEY = "_aoti_b64"
 TRAVEL_LIMIT_BYTES = 128 * 2**20
 """Larger packages are measured but not kept."""
 DIRECTORY = "aoti"
-BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s")
-"""The build's figures (measure.aoti.BUILD_COLUMNS, named here so the worker need not import torch)."""
 
 
 STAGES = {"load": "inside torch's aoti_load_package",
@@ -47,12 +46,9 @@ def crash_place(package: Path) -> str:
 def own_cxx_runtimes(package: Path) -> list[str]:
     """The package's shared libraries that carry a C++ runtime of their own: they define std::locale
     but do not load libstdc++.so (the compiler that linked them put libstdc++ in statically)."""
-    def own(data: bytes) -> bool:
-        return b"libstdc++.so" not in data and b"_ZNSt6locale" in data
-
     try:
         with zipfile.ZipFile(package) as z:  # one library in memory at a time (a package's may be 100 MB)
-            return [Path(n).name for n in z.namelist() if n.endswith(".so") and own(z.read(n))]
+            return [Path(n).name for n in z.namelist() if n.endswith(".so") and carries_own_runtime(z.read(n))]
     except (OSError, zipfile.BadZipFile):
         return []
 
@@ -88,7 +84,7 @@ def run(run_process: Callable[..., dict[str, Any]], payload: dict[str, Any], wor
     if build.get("status") != "ok":
         build["error"] = f"aoti build: {build.get('error')}"
         return build
-    figures = {k: build.get(k) for k in BUILD_COLUMNS}
+    figures = {k: build.get(k) for k in AOTI_BUILD_COLUMNS}
     left_s = timeout_s - (time.monotonic() - t0)
     row = run_process({**payload, "aoti_build": figures}, workdir, workdir / "cache-load", left_s, cpus=cpus,
                       tag="aoti_load", extra=("--aoti-load", str(package)))
