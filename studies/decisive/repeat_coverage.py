@@ -34,7 +34,7 @@ def pairs(df: pd.DataFrame) -> pd.DataFrame:
     """One line per (row, other repeat of its setting): observed hold and its expected probability."""
     sigma = df.groupby(["arm", "model", "mode"], sort=False)["speedup_vs_eager"].transform(
         lambda s: float(np.std(np.log(s.to_numpy(float)), ddof=1)))
-    p = repeat_pairs(df.assign(sigma=sigma))
+    p = repeat_pairs(df.copy().assign(sigma=sigma))  # the copy joins the frame's column blocks first
 
     def expected(r: pd.Series) -> float:
         scale = math.sqrt(2) * r["sigma"]
