@@ -62,7 +62,7 @@ def build(wb: Workbench, row: dict[str, Any], package: Path) -> None:
         raise classify(e, "compile") from e
     row.update(aoti_package_s=time.perf_counter() - t0, aoti_package_bytes=package.stat().st_size)
     row["compile_s"] = row["aoti_export_s"] + row["aoti_package_s"]
-    built_for = {"inputs": signature(wb), "device": str(wb.device), "cxx": _cxx()}
+    built_for = {"inputs": signature(wb), "device": str(wb.device), "cxx": row["aoti_cxx"]}
     aoti_inputs_file(package).write_text(json.dumps(built_for))
 
 

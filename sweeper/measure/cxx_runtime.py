@@ -42,11 +42,12 @@ def links_own_runtime(cxx: str) -> bool | None:
 
 
 def _others(current: str) -> list[str]:
-    here = os.path.realpath(shutil.which(current) or current)
+    """The compilers of OTHER_COMPILERS found here, each once (by the file it resolves to), `current` not."""
+    seen = {os.path.realpath(shutil.which(current) or current)}
     found: list[str] = []
-    for name in OTHER_COMPILERS:
-        path = shutil.which(name)
-        if path and os.path.realpath(path) != here and os.path.realpath(path) not in map(os.path.realpath, found):
+    for path in filter(None, map(shutil.which, OTHER_COMPILERS)):
+        if os.path.realpath(path) not in seen:
+            seen.add(os.path.realpath(path))
             found.append(path)
     return found
 

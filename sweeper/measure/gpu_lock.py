@@ -50,10 +50,14 @@ class GpuLock:
             return
         self.lock_dir.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.lock_dir / f"{self.key}.lock", os.O_CREAT | os.O_RDWR, 0o666)
-        t0 = time.monotonic()
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        self._flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         self._fd, self._since = fd, time.monotonic()
-        self.waited_s += self._since - t0
+
+    def _flock(self, fd: int, operation: int) -> None:
+        """Take (or convert to) `operation`'s kind of lock, counting the wait."""
+        t0 = time.monotonic()
+        fcntl.flock(fd, operation)
+        self.waited_s += time.monotonic() - t0
 
     @contextlib.contextmanager
     def timing(self) -> Iterator[None]:
@@ -63,9 +67,7 @@ class GpuLock:
             return
         held = self.holding
         if held:  # shared -> exclusive: flock converts by letting go, then waiting (never a deadlock)
-            t0 = time.monotonic()
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            self.waited_s += time.monotonic() - t0
+            self._flock(self._fd, fcntl.LOCK_EX)
         else:
             self.acquire(exclusive=True)
         start = time.monotonic()
@@ -74,9 +76,7 @@ class GpuLock:
         finally:
             self.exclusive_s += time.monotonic() - start
             if held:  # back to shared (flock converts by letting go first: a neighbour may come between)
-                t0 = time.monotonic()
-                fcntl.flock(self._fd, fcntl.LOCK_SH)
-                self.waited_s += time.monotonic() - t0
+                self._flock(self._fd, fcntl.LOCK_SH)
             else:
                 self.release()
 

@@ -14,6 +14,7 @@ from tests.helpers import static_gxx
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
+
 def test_a_compiler_is_judged_by_the_library_it_links(tmp_path):
     assert cxx_runtime.links_own_runtime(static_gxx(tmp_path / "bin")) is True
     assert cxx_runtime.links_own_runtime(shutil.which("g++")) is False
