@@ -14,6 +14,7 @@ rows past their limit and the rows whose speedup is not established (`drift_bloc
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -30,7 +31,9 @@ REPEAT_ARMS = ("ungated", "gated", "consensus", "precision/repeats", "reference"
 """Arms with repeats of launch_bound.yaml (r1, r2, r3; the final arm five)."""
 
 
+@functools.cache
 def compiled_rows(sweep: Path) -> pd.DataFrame:
+    """A sweep's compiled ok rows, analysed (once per sweep: the tables share them; read only)."""
     df = prepare(read_results([sweep]))
     return df[df["mode"].ne("eager") & df["status"].eq("ok")]
 
