@@ -5,8 +5,9 @@
 Settings the tool's committed sweeps also time (studies/decisive/launch_bound.yaml and the
 speed study's 24-setting yardstick): bert-base bf16 inference at batch 8, seq 128 (launch-bound:
 eager against `reduce-overhead`; the bare encoder fed ids only, then as the tool's zoo builds and
-feeds it: with its classification head and an all-ones attention mask, and with the head but no
-mask; matmul precision "high" as the tool's specs set it), and resnet50 fp32 (matmul precision "high") at batch 64
+feeds it: with its classification head and an all-ones attention mask, with the head but no
+mask, and with head and mask compiled with `dynamic=False` as the tool's specs do; matmul precision
+"high" as the tool's specs set it), and resnet50 fp32 (matmul precision "high") at batch 64
 (GPU-bound: eager against `default`). Per setting: both arms built and warmed in this process,
 then `--pairs` pairs of windows (eager then compiled, >= 0.1 s and >= 10 steps each, timed with
 CUDA events), a pure-Python probe (200,000 additions, this script's own) timed right before and
@@ -54,10 +55,11 @@ def window(step, min_s: float = 0.1, min_iters: int = 10) -> float:
     return start.elapsed_time(end) / n
 
 
-def bert_arms(head: bool = False, mask: bool = False):
+def bert_arms(head: bool = False, mask: bool = False, dynamic: bool | None = None):
     """bert-base bf16 (autocast), batch 8, seq 128; `head`: with the sequence-classification head
     (the tool's zoo model), `mask`: an all-ones attention mask passed too (as the tool's batches do;
-    under torch.compile transformers keeps it, so SDPA gets a boolean mask)."""
+    under torch.compile transformers keeps it, so SDPA gets a boolean mask); `dynamic`: torch.compile's
+    flag (the tool's specs set False, torch's default is None)."""
     from transformers import BertConfig, BertForSequenceClassification, BertModel
 
     torch.set_float32_matmul_precision("high")
@@ -65,7 +67,7 @@ def bert_arms(head: bool = False, mask: bool = False):
         model = (BertForSequenceClassification if head else BertModel)(BertConfig()).eval()
     ids = torch.randint(3, 30000, (8, 128), device="cuda")
     kwargs = {"attention_mask": torch.ones_like(ids)} if mask else {}
-    compiled = torch.compile(model, mode="reduce-overhead")
+    compiled = torch.compile(model, mode="reduce-overhead", dynamic=dynamic)
 
     def arm(m):
         def step():
@@ -157,6 +159,8 @@ def main() -> None:
                run_setting("bert-base + classification head, attention mask, bf16 bs8 seq128, eager vs "
                            "reduce-overhead", lambda: bert_arms(head=True, mask=True), args.pairs),
                run_setting("bert-base + classification head, no mask", lambda: bert_arms(head=True), args.pairs),
+               run_setting("bert-base + classification head, attention mask, dynamic=False (as the tool's specs)",
+                           lambda: bert_arms(head=True, mask=True, dynamic=False), args.pairs),
                run_setting("resnet50 fp32 bs64, eager vs default", resnet_arms, args.pairs)]
     results.insert(0, {"torch": torch.__version__, "device": torch.cuda.get_device_name()})
     for r in results[1:]:
