@@ -220,7 +220,7 @@ def _exclusion(row: dict[str, Any], max_mem: float | None, max_compile: float | 
 
 def _compile_what(row: dict[str, Any], warm_start: bool) -> str:
     if warm_start and row.get("path") == "aoti" and not frames.is_missing(row.get("aoti_load_s")):
-        return "package load and first call"
+        return "package load (with inductor's CPU check) and first call"
     warm = warm_start and not frames.is_missing(row.get("warm_megacache_s"))
     return "warm start from the artifact" if warm else "build (export + package)" if row.get("path") == "aoti" \
         else "cold compile"

@@ -38,6 +38,15 @@ def load_model(device_index: int | None = None):
 '''
 
 
+def _isa_note(row: dict[str, Any]) -> str:
+    """The load's CPU check, where measured: paid once per inductor cache directory."""
+    isa = row.get("aoti_isa_check_s")
+    if frames.is_missing(isa):
+        return ""
+    return (f" (after {frames.fmt_num(isa)} s of inductor's CPU check, which compiles test programs once per "
+            "inductor cache directory: keep TORCHINDUCTOR_CACHE_DIR between starts to skip it)")
+
+
 def write(package: Path, row: dict[str, Any], out_dir: Path, why: str, built_for: dict[str, Any]) -> list[str]:
     """Write the aoti export of `row` (its package kept at `package`) to `out_dir`; the files' names."""
     data = package.read_bytes()
@@ -51,7 +60,8 @@ def write(package: Path, row: dict[str, Any], out_dir: Path, why: str, built_for
     readme = (f"# {row['model']}: AOTInductor package (trial {row['trial_id']})\n\n{frames.setting_label(row)}: "
               f"{why}.\n\n```python\nfrom {MODULE_NAME} import load_model\nmodel = load_model()\n"
               "out = model(*inputs)  # the shapes and dtypes of the measured batch\n```\n\nMeasured: load "
-              f"{frames.fmt_num(row.get('aoti_load_s'))} s, first call {frames.fmt_num(row.get('first_call_s'))} s, "
+              f"{frames.fmt_num(row.get('aoti_load_s'))} s{_isa_note(row)}, first call "
+              f"{frames.fmt_num(row.get('first_call_s'))} s, "
               f"{frames.fmt_num(row.get('speedup_vs_eager'))}x eager; the package is valid only for "
               "`versions.json`'s torch and device.\n")
     files = {PACKAGE_NAME: data, "versions.json": (json.dumps(versions, indent=2, default=str) + "\n").encode(),

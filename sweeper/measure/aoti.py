@@ -99,12 +99,28 @@ class LoadedPackage(nn.Module):
         return self.runner(*args, **kwargs)
 
 
+def cpu_isa_check_s() -> float | None:
+    """Seconds of inductor's check of the CPU's vector instructions, which `aoti_load_package` runs
+    after loading (to compare with the package's build): in a process with an empty inductor cache
+    it compiles test programs (seconds), later ones in that cache load them. Run before the timed
+    load, so `aoti_load_s` is the loader's own time. None where this torch has no such check."""
+    try:
+        from torch._inductor.cpu_vec_isa import pick_vec_isa
+    except ImportError:
+        return None
+    t0 = time.perf_counter()
+    pick_vec_isa()
+    return time.perf_counter() - t0
+
+
 def loader(package: Path, row: dict[str, Any]):
-    """The compiler of a load process: check the inputs, load the package onto the trial's device
-    (timed: `aoti_load_s`), and return it as a module."""
+    """The compiler of a load process: check the inputs, run inductor's CPU check (timed:
+    `aoti_isa_check_s`), load the package onto the trial's device (timed: `aoti_load_s`), and
+    return it as a module."""
 
     def load(wb: Workbench) -> nn.Module:
         check_inputs(wb, package)
+        row["aoti_isa_check_s"] = cpu_isa_check_s()  # CPU work: outside the GPU's exclusive hold
         index = (wb.device.index if wb.device.index is not None else torch.cuda.current_device()) \
             if wb.device.type == "cuda" else -1
         with gpu_lock.timing():  # a timed figure: no neighbour's GPU work beside it

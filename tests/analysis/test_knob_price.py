@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
-from sweeper.analysis import frames, knob_price
+from sweeper.analysis import deploy_calls, frames, knob_price
 
 _BASE = {"model": "m", "phase": "infer", "precision": "fp32", "device_name": "gpu", "task": "vision",
          "mode": "default", "dynamic": False, "batch_size": 8, "status": "ok", "accuracy_ok": True,
@@ -42,6 +43,16 @@ def test_deploy_table_puts_jit_cold_megacache_and_aoti_load_side_by_side():
     step_s = 8 / 210.0
     assert abs(row["aoti_load_first_call_s"] - (1.5 + 0.06 - step_s)) < 1e-9
     assert frames.compile_cost_s(frames.prepare(df).iloc[1], warm_start=True) == row["aoti_load_first_call_s"]
+
+
+def test_an_aoti_start_counts_the_cpu_check_its_load_runs_where_measured():
+    """A deployment with an empty inductor cache pays the load, inductor's CPU check and the first call
+    beyond a step; rows from before the check was timed apart carry it inside aoti_load_s."""
+    row = _row("default", 2.1, 2.0, 2.2, 80.0, path="aoti", aoti_load_s=0.01, aoti_isa_check_s=7.5,
+               first_call_s=0.06)
+    step_s = 8 / 210.0
+    assert deploy_calls.aoti_start_s(row) == pytest.approx(0.01 + 7.5 + 0.06 - step_s)
+    assert deploy_calls.aoti_start_s({**row, "aoti_isa_check_s": None}) == pytest.approx(0.01 + 0.06 - step_s)
 
 
 def test_a_crashed_load_is_listed_with_its_reason():
