@@ -51,7 +51,7 @@ def repeats(root: Path) -> pd.DataFrame:
         for rep in ("r1", "r2", "r3", "r4", "r5"):
             if (root / arm / rep / "results.parquet").exists():
                 frames.append(compiled_rows(root / arm / rep).assign(arm=arm, rep=rep))
-    df = pd.concat(frames, ignore_index=True)
+    df = pd.concat(frames, ignore_index=True).copy()  # one block per dtype before a column is added
     df["class"] = df.apply(drift_class, axis=1)
     return df
 
