@@ -109,7 +109,10 @@ def cpu_isa_check_s() -> float | None:
     except ImportError:
         return None
     t0 = time.perf_counter()
-    pick_vec_isa()
+    try:
+        pick_vec_isa()
+    except Exception as e:  # aoti_load_package would meet it too, with less said
+        raise TrialFailed("runtime_error", f"inductor's CPU check (run by aoti_load_package): {describe(e)}") from e
     return time.perf_counter() - t0
 
 

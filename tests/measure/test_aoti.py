@@ -57,6 +57,22 @@ def test_aoti_combinations_that_cannot_run_are_dropped_with_a_reason():
         measure={"backend": "inductor"})))[0]}
 
 
+def test_a_cpu_check_that_raises_is_a_named_runtime_error(monkeypatch):
+    """Fault injection: inductor's CPU check, run before the timed load, raising (the loader would
+    meet it too) ends the load process as a runtime_error that names the check."""
+    import torch._inductor.cpu_vec_isa as vec_isa
+
+    from sweeper.measure import aoti
+    from sweeper.measure.failures import TrialFailed
+
+    def broken():
+        raise OSError("no C++ compiler")
+
+    monkeypatch.setattr(vec_isa, "pick_vec_isa", broken)
+    with pytest.raises(TrialFailed, match=r"^inductor's CPU check \(run by aoti_load_package\): OSError: no C"):
+        aoti.cpu_isa_check_s()
+
+
 @pytest.mark.slow
 def test_an_aoti_trial_builds_loads_in_a_fresh_process_and_is_measured(ok_row):
     row = ok_row
