@@ -37,6 +37,7 @@ class GpuLock:
         self.key, self.lock_dir = key, lock_dir or LOCK_DIR
         self.waited_s, self.held_s, self.exclusive_s = 0.0, 0.0, 0.0
         self._fd: int | None = None
+        self._alone = False  # inside `timing`
         self._since = 0.0
 
     @property
@@ -61,8 +62,9 @@ class GpuLock:
 
     @contextlib.contextmanager
     def timing(self) -> Iterator[None]:
-        """Hold the GPU alone for the block (timed windows), then as before it."""
-        if self.key is None:
+        """Hold the GPU alone for the block (timed windows), then as before it. A block inside
+        another keeps it alone until the outer one ends."""
+        if self.key is None or self._alone:
             yield
             return
         held = self.holding
@@ -70,10 +72,11 @@ class GpuLock:
             self._flock(self._fd, fcntl.LOCK_EX)
         else:
             self.acquire(exclusive=True)
-        start = time.monotonic()
+        start, self._alone = time.monotonic(), True
         try:
             yield
         finally:
+            self._alone = False
             self.exclusive_s += time.monotonic() - start
             if held:  # back to shared (flock converts by letting go first: a neighbour may come between)
                 self._flock(self._fd, fcntl.LOCK_SH)

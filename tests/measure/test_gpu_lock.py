@@ -115,6 +115,19 @@ def test_untimed_gpu_work_shares_the_gpu_and_timed_windows_have_it_alone(lock_di
     assert not waiting.holding and waiting.exclusive_s > 0
 
 
+def test_a_timed_block_inside_another_keeps_the_gpu_alone_until_the_outer_one_ends(lock_dir):
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    with gpu_lock.timing():
+        with gpu_lock.timing():
+            pass
+        other = _holder(lock_dir, "GPU-test", 0.0, wait=False, shared=True)
+        assert not other.holds_within(0.5)  # still alone: the inner block did not hand it back
+    assert other.holds_within(STARTS_WITHIN_S)
+    other.wait()
+    assert lock.holding
+    lock.release()
+
+
 def test_the_gpu_is_free_while_compiling_unless_the_compile_autotunes(lock_dir):
     lock = gpu_lock.hold("GPU-test", lock_dir)
     with gpu_lock.released_while_compiling("default"):
