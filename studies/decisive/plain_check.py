@@ -1,6 +1,7 @@
 """An independent check of the host-speed matching, in plain torch (nothing imported from sweeper).
 
-    python -m studies.decisive.plain_check [--pairs 30] [--out FILE.json]
+    python -m studies.decisive.plain_check [--pairs 30] [--out FILE.json] [--only N ...]
+                                           [--pin FIRST-LAST] [--threads N]
 
 Settings the tool's committed sweeps also time (studies/decisive/launch_bound.yaml and the
 speed study's 24-setting yardstick): bert-base bf16 inference at batch 8, seq 128 (launch-bound:
@@ -18,12 +19,17 @@ Printed and written per setting: each arm's median step at each state (and how m
 the slow/fast ratio with its standard error, whether the arm moved by more than 1% (the ratio
 +/- 2 SE outside 1.00 +/- 0.01 means moved; inside means unmoved; otherwise undecided), and the
 speedup (median of per-pair ratios) over fast pairs, slow pairs and all pairs. Needs CUDA.
+
+`--only` runs the settings of those numbers (1-5, in the order above); `--pin` and `--threads` place
+the process as a measuring process sharing its GPU is placed (`trials_per_gpu: 2` on 16 vCPUs: CPUs
+0-7, 8 torch threads), to compare a compiled step placed both ways.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
@@ -150,18 +156,41 @@ def run_setting(name: str, arms, pairs: int) -> dict:
     return out
 
 
+SETTINGS = [
+    ("bert-base bf16 bs8 seq128, eager vs reduce-overhead", bert_arms),
+    ("bert-base + classification head, attention mask, bf16 bs8 seq128, eager vs reduce-overhead",
+     lambda: bert_arms(head=True, mask=True)),
+    ("bert-base + classification head, no mask", lambda: bert_arms(head=True)),
+    ("bert-base + classification head, attention mask, dynamic=False (as the tool's specs)",
+     lambda: bert_arms(head=True, mask=True, dynamic=False)),
+    ("resnet50 fp32 bs64, eager vs default", resnet_arms),
+]
+
+
+def place(pin: str | None, threads: int | None) -> dict:
+    """Pin the process to CPUs FIRST-LAST and set torch's threads, as asked; what the process has."""
+    if pin:
+        first, _, last = pin.partition("-")
+        os.sched_setaffinity(0, range(int(first), int(last or first) + 1))
+    if threads:
+        torch.set_num_threads(threads)
+    cpus = sorted(os.sched_getaffinity(0))
+    return {"cpus": f"{cpus[0]}-{cpus[-1]}" if cpus == list(range(cpus[0], cpus[-1] + 1)) else cpus,
+            "torch_threads": torch.get_num_threads()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=30)
     ap.add_argument("--out")
+    ap.add_argument("--only", type=int, nargs="+", choices=range(1, len(SETTINGS) + 1),
+                    help="the settings to run, by number (default: all)")
+    ap.add_argument("--pin", help="CPUs FIRST-LAST to pin the process to (e.g. 0-7)")
+    ap.add_argument("--threads", type=int, help="torch's intra-op threads")
     args = ap.parse_args()
-    results = [run_setting("bert-base bf16 bs8 seq128, eager vs reduce-overhead", bert_arms, args.pairs),
-               run_setting("bert-base + classification head, attention mask, bf16 bs8 seq128, eager vs "
-                           "reduce-overhead", lambda: bert_arms(head=True, mask=True), args.pairs),
-               run_setting("bert-base + classification head, no mask", lambda: bert_arms(head=True), args.pairs),
-               run_setting("bert-base + classification head, attention mask, dynamic=False (as the tool's specs)",
-                           lambda: bert_arms(head=True, mask=True, dynamic=False), args.pairs),
-               run_setting("resnet50 fp32 bs64, eager vs default", resnet_arms, args.pairs)]
+    placement = place(args.pin, args.threads)
+    chosen = [SETTINGS[i - 1] for i in (args.only or range(1, len(SETTINGS) + 1))]
+    results = [dict(run_setting(name, arms, args.pairs), **placement) for name, arms in chosen]
     results.insert(0, {"torch": torch.__version__, "device": torch.cuda.get_device_name()})
     for r in results[1:]:
         print(json.dumps({k: v for k, v in r.items() if k != "windows"}))

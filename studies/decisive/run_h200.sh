@@ -9,6 +9,8 @@
 #  core      studies/decisive/core_check.py in three fresh processes: the eager step pinned to each CPU
 #  pcheck    studies/decisive/process_check.py three times: fresh processes of one eager step taking turns
 #            on the GPU a window each (two never compile, one compiles: reduce-overhead twice, default once)
+#  pinned    plain_check.py's bert-base setting as the tool feeds it, in three processes: unpinned, pinned
+#            to CPUs 0-7 with 8 torch threads (as a measuring process sharing its GPU is placed), unpinned
 #  alt alt_nc studies/decisive/alternation_check.py: an eager step's speed beside each neighbour
 #            (back to back, compiled windows, a GPU-only wait, a sleep); alt_nc: in a process that never compiled
 #  r1 r2 r3  studies/decisive/launch_bound.yaml three times, one trial per GPU
@@ -45,6 +47,8 @@ stage topo bash -c 'lscpu; nvidia-smi topo -m; grep MHz /proc/cpuinfo; cat /sys/
 stage core bash -c "for p in 1 2 3; do python3 -m studies.decisive.core_check --out $out/core_\$p.json; done"
 stage pcheck bash -c "for r in reduce-overhead reduce-overhead default; do python3 -m studies.decisive.process_check \
   --roles plain,plain,\$r --out $out/pcheck_\$r.\$RANDOM.json; done"
+stage pinned bash -c "for p in '' '--pin 0-7 --threads 8' ''; do python3 -m studies.decisive.plain_check --only 4 \
+  \$p --out $out/pinned.\$RANDOM.json; done"
 stage alt python3 -m studies.decisive.alternation_check --out "$out/alternation.json"
 stage alt_nc python3 -m studies.decisive.alternation_check --no-compile --out "$out/alternation_nc.json"
 stage memory python3 -m benchmarks.peak_memory_check --modes eager default --out "$out/memory.json"
