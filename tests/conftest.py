@@ -51,19 +51,15 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 SLOWEST_FIRST = (
-    "tests/run/test_address.py", "tests/e2e/test_mixed_cluster.py", "tests/zoo/test_docs_models.py",
-    "tests/measure/test_measure_process.py", "tests/measure/test_aoti.py", "tests/e2e/test_e2e.py",
-    "tests/e2e/test_faults.py", "tests/e2e/test_export_e2e.py", "tests/measure/test_forkserver.py",
-    "tests/run/test_tune_records.py", "tests/e2e/test_multinode.py", "tests/measure/test_generate.py",
-    "tests/run/test_resume.py", "tests/benchmarks/test_train_step_check.py", "tests/cli/test_cli_surprises.py",
-    "tests/zoo/test_any_model.py", "tests/run/test_full_disk.py", "tests/run/test_durable_rows.py",
-    "tests/measure/test_gpu_lock.py", "tests/analysis/test_ranking.py", "tests/run/test_slow_reruns.py",
-    "tests/measure/test_accuracy.py", "tests/report/test_report_browser.py", "tests/measure/test_gpu_util.py",
-    "tests/results/test_traces.py", "tests/report/test_report.py", "tests/studies/test_regex_probe.py",
-    "tests/measure/test_input_stream.py",
+    "tests/run/test_address.py", "tests/e2e/test_export_e2e.py", "tests/e2e/test_mixed_cluster.py",
+    "tests/measure/test_measure_process.py", "tests/zoo/test_docs_models.py", "tests/e2e/test_faults.py",
+    "tests/e2e/test_e2e.py", "tests/measure/test_forkserver.py", "tests/measure/test_aoti.py",
+    "tests/zoo/test_any_model.py", "tests/cli/test_cli_surprises.py", "tests/run/test_full_disk.py",
+    "tests/benchmarks/test_train_step_check.py", "tests/run/test_resume.py", "tests/e2e/test_multinode.py",
+    "tests/run/test_tune_records.py", "tests/run/test_durable_rows.py", "tests/measure/test_generate.py",
+    "tests/measure/test_gpu_lock.py", "tests/run/test_slow_reruns.py",
 )
-"""The test files that take longest (their tests' seconds summed, `pytest --durations=0` on the 2-core
-machine, most first; the files of 20 s or more), run first: a worker
+"""The test files that take longest (seconds on a 2-core machine, most first), run first: a worker
 that finishes one takes the next file, so the short files even out the end instead of one worker
 running a long file alone at the end. Files not named run after these, in collection order; a stale
 list costs wall time only. (pyproject's --no-loadscope-reorder keeps this order: xdist would otherwise
