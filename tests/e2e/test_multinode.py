@@ -11,6 +11,7 @@ started here (never `ray stop`, which would stop every Ray on the machine).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -24,13 +25,18 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import free_port, ray_cluster_env, stop_ray_nodes, tiny_spec, write_spec
+from tests.helpers import REPO, free_port, ray_cluster_env, stop_ray_nodes, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
+
+FACTORIES = REPO / "tests" / "factories"  # the barrier model's module, for the driver and the nodes' workers
 
 NODES = {"node_head": ["--head"], "node_w1": [], "node_w2": []}  # name -> extra `ray start` flags
 START_TIMEOUT_S = 60
 SWEEP_TIMEOUT_S = 180
+BARRIER_S = 60
+"""How long a measuring process waits for a second one to be measuring beside it: catches a
+scheduler that runs one trial at a time only (the test then fails on its timestamps)."""
 
 
 @dataclass
@@ -106,15 +112,20 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="module")
 def swept(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> pd.DataFrame:
     """Four trials (eager and aot_eager), three at a time, one CPU each: only spreading over
-    the nodes fits them."""
+    the nodes fits them. The model holds each of the first two measuring processes until both are
+    measuring (`make_barrier`), so two run at one time wherever Ray places them at once, and they
+    run one after another, late, only where it does not."""
     work = tmp_path_factory.mktemp("multinode")
-    spec = tiny_spec("multinode", models=[{"name": "bert-tiny"}, {"name": "resnet18-tiny"}],
-                     axes={"mode": ["eager", "default"], "dynamic": [False], "batch_size": [2], "seq_len": [16]},
+    barrier = {"factory": "faulty_models:make_barrier", "input": {"kind": "tensor", "shape": [8]},
+               "kwargs": {"tickets_dir": str(work / "tickets"), "parties": 2, "timeout_s": BARRIER_S}}
+    spec = tiny_spec("multinode", models=[{"name": "a", **barrier}, {"name": "b", **barrier}],
+                     axes={"mode": ["eager", "default"], "dynamic": [False], "batch_size": [2]},
                      resources={"device": "cpu", "cpus_per_trial": 1, "max_concurrent_trials": 3})
     path = write_spec(work, spec)
     cmd = [sys.executable, "-m", "sweeper", "run", str(path), "--address", cluster.address,
            "--results", str(work / "results"), "--no-report"]
-    out = subprocess.run(cmd, env=cluster.env, cwd=work, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
+    env = {**cluster.env, "PYTHONPATH": os.pathsep.join([cluster.env["PYTHONPATH"], str(FACTORIES)])}
+    out = subprocess.run(cmd, env=env, cwd=work, capture_output=True, text=True, timeout=SWEEP_TIMEOUT_S)
     assert out.returncode == 0, f"stdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-5000:]}"
     from sweeper.results.store import read_results
 
@@ -142,5 +153,5 @@ def test_trials_never_share_a_node_slot(swept: pd.DataFrame) -> None:
     for _, rows in swept.sort_values("started_at").groupby("node_id"):
         starts, ends = rows["started_at"].tolist(), rows["finished_at"].tolist()
         assert all(s >= e for s, e in zip(starts[1:], ends[:-1], strict=True)), rows.to_string()
-    first_end = swept["finished_at"].min()
+    first_end = swept["finished_at"].min()  # the barrier holds the first two until both measure
     assert (swept["started_at"] < first_end).sum() > 1, "no two trials ran at the same time"

@@ -217,6 +217,17 @@ def make_gated(tickets_dir: str, gate: str, free: int = 1, features: int = 8) ->
     return _Fault(features)
 
 
+def make_barrier(tickets_dir: str, parties: int = 2, timeout_s: float = 300.0, features: int = 8) -> nn.Module:
+    """Healthy; a measuring process that builds it waits until `parties` processes have built it (or
+    `timeout_s` passed, then goes on): the first `parties` trials are measuring at one time whenever the
+    scheduler lets that many run at once, and one after another, late, when it does not."""
+    _ticket(tickets_dir)
+    deadline = time.monotonic() + timeout_s
+    while len(os.listdir(tickets_dir)) < parties and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return _Fault(features)
+
+
 def make_slow_host_once(tickets_dir: str, features: int = 8) -> nn.Module:
     """Healthy; the first measuring process to build it sees the host in its slow CPU state for its
     whole life: it judges its host-speed readings by a record of a host 10^6 times faster (a private
