@@ -34,7 +34,7 @@ FACTORIES = REPO / "tests" / "factories"  # the barrier model's module, for the 
 NODES = {"node_head": ["--head"], "node_w1": [], "node_w2": []}  # name -> extra `ray start` flags
 START_TIMEOUT_S = 60
 SWEEP_TIMEOUT_S = 180
-BARRIER_S = 60
+BARRIER_S = 120
 """How long a measuring process waits for a second one to be measuring beside it: catches a
 scheduler that runs one trial at a time only (the test then fails on its timestamps)."""
 
