@@ -182,3 +182,21 @@ def test_a_host_of_one_speed_is_read_from_every_timed_window():
     windows["compiled_witness_ms"] = [1.3, 2.2, 2.1, 1.3]  # half of one arm's windows at a second speed
     df = pd.DataFrame([eager, {**row, "windows_json": json.dumps(windows)}])
     assert host_state.read_fast(df, df["witness_ms"]).tolist() == [True, False]
+
+
+def test_a_fast_state_drift_names_a_witness_that_read_the_host_slower_in_that_process():
+    # both read "fast" (within the state's band), but the row's eager windows read the witness 8% slower
+    # and ran 20% slower than the eager trial: a fast state of another speed, named; still between processes
+    df = _rows({"throughput_items_s": 100.0, "witness_ms": 1.0},
+               {"throughput_items_s": 200.0, "eager_throughput_items_s": 80.0, "eager_witness_ms": 1.08,
+                "speedup_ci_low": 2.4, "speedup_ci_high": 2.6})
+    checked = drift.self_check(df)
+    assert checked["drift_state"][1] == "fast"
+    assert checked["drift_cause"][1] == ("between processes: both sides ran at the host's fast speed; the host-speed "
+                                         "witness read 8% slower in this trial's eager windows than in the eager "
+                                         "trial's (a fast state of another speed)")
+    assert not checked["drift_blocks"][1]
+    # a witness gap against the drift's direction, or under WITNESS_GAP_PCT, explains nothing: not named
+    for eager_witness_ms in (0.92, 1.02):
+        df.loc[1, "eager_witness_ms"] = eager_witness_ms
+        assert drift.self_check(df)["drift_cause"][1] == "between processes: both sides ran at the host's fast speed"
