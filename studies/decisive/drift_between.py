@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.drift import BETWEEN_PROCESSES
+from sweeper.analysis.drift import BETWEEN_PROCESSES, WITNESS_GAP_PCT
 from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results
 
@@ -143,12 +143,24 @@ def sweeps_table(root: Path) -> str:
     return "\n".join(lines)
 
 
+def witness_gap_line(root: Path) -> str:
+    """Over every committed sweep: the drifts between processes at the fast state, and how many of them
+    the self-check explains by a fast state of another speed (`drift.WITNESS_GAP_PCT`)."""
+    causes = pd.concat([compiled_rows(p.parent)["drift_cause"] for p in sorted(root.rglob("results.parquet"))])
+    fast = causes.dropna().astype(str)
+    fast = fast[fast.str.startswith(f"{BETWEEN_PROCESSES}: both sides ran at the host's fast speed")]
+    named = int(fast.str.contains("a fast state of another speed").sum())
+    return (f"Drifts between processes at the fast state: {len(fast)}; where the witness read the host "
+            f">= {WITNESS_GAP_PCT:g}% slower (faster) in the drift's direction, named a fast state of another "
+            f"speed: {named}.")
+
+
 def main() -> None:
     root = Path(sys.argv[1] if len(sys.argv) > 1 else "studies/decisive/results")
     df = repeats(root)
     print("## Which speedup repeats\n\n" + spread_table(df) + "\n\n" + corrected_table(df)
           + "\n\n## Reported intervals across repeats\n\n"
-          + coverage_table(df) + "\n\n## Per sweep\n\n" + sweeps_table(root))
+          + coverage_table(df) + "\n\n## Per sweep\n\n" + sweeps_table(root) + "\n\n" + witness_gap_line(root))
 
 
 if __name__ == "__main__":

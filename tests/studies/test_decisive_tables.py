@@ -15,7 +15,7 @@ def tables() -> dict[str, str]:
     df = drift_between.repeats(ROOT)
     return {"spread": drift_between.spread_table(df), "corrected": drift_between.corrected_table(df),
             "coverage": drift_between.coverage_table(df), "sweeps": drift_between.sweeps_table(ROOT),
-            "repeat coverage": repeat_coverage.table(df)}
+            "repeat coverage": repeat_coverage.table(df), "witness gap": drift_between.witness_gap_line(ROOT)}
 
 
 def test_the_study_page_matches_the_committed_rows(tables) -> None:
