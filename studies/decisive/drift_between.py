@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sweeper.analysis.drift import BETWEEN_PROCESSES, WITNESS_GAP_PCT
+from sweeper.analysis.drift import ANOTHER_SPEED, BETWEEN_PROCESSES, FAST_STATE_CAUSE, WITNESS_GAP_PCT
 from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results
 
@@ -148,8 +148,8 @@ def witness_gap_line(root: Path) -> str:
     the self-check explains by a fast state of another speed (`drift.WITNESS_GAP_PCT`)."""
     causes = pd.concat([compiled_rows(p.parent)["drift_cause"] for p in sorted(root.rglob("results.parquet"))])
     fast = causes.dropna().astype(str)
-    fast = fast[fast.str.startswith(f"{BETWEEN_PROCESSES}: both sides ran at the host's fast speed")]
-    named = int(fast.str.contains("a fast state of another speed").sum())
+    fast = fast[fast.str.startswith(FAST_STATE_CAUSE)]
+    named = int(fast.str.contains(ANOTHER_SPEED, regex=False).sum())
     return (f"Drifts between processes at the fast state: {len(fast)}; where the witness read the host "
             f">= {WITNESS_GAP_PCT:g}% slower (faster) in the drift's direction, named a fast state of another "
             f"speed: {named}.")

@@ -195,6 +195,10 @@ BETWEEN_PROCESSES = "between processes"
 speed in another process, which does not bias the in-trial ratio (see the module docstring)."""
 
 
+FAST_STATE_CAUSE = f"{BETWEEN_PROCESSES}: both sides ran at the host's fast speed"
+ANOTHER_SPEED = "a fast state of another speed"
+"""How a fast-state cause ends where the witness says the two processes' fast states differed."""
+
 WITNESS_GAP_PCT = 3.0
 """A fast-state drift whose in-trial eager windows' witness read at least this much slower (faster)
 than the eager trial's, the drift slower (faster) too, says the fast state itself differed."""
@@ -207,19 +211,18 @@ def witness_gap_pct(df: pd.DataFrame, trials: _EagerTrials) -> pd.Series:
     return ((ratio - 1.0) * 100.0).astype("float64")
 
 
-def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series], gap: pd.Series | None = None) -> pd.Series:
+def drift_cause(df: pd.DataFrame, m: dict[str, pd.Series], gap: pd.Series) -> pd.Series:
     """Per drifted row, what the rows show of why: a compiling neighbour, a row without host-speed
     readings, a host that ran slow through one side (no matched state to compare), or another
     process's eager step at the same host speed (`BETWEEN_PROCESSES`); where the witness of the two
     processes' fast states differs past WITNESS_GAP_PCT in the drift's direction (`gap`), that too."""
     drift = m["baseline_drift_pct"]
     busy = numeric_column(df, "host_busy_windows_pct").fillna(0.0)
-    fast = f"{BETWEEN_PROCESSES}: both sides ran at the host's fast speed"
-    gap = pd.Series(np.nan, index=df.index) if gap is None else gap
     told = gap.abs().ge(WITNESS_GAP_PCT) & (np.sign(gap) == -np.sign(drift))
-    cause = pd.Series(fast, index=df.index, dtype="object").where(~told, fast + "; the host-speed witness read "
-                      + gap.abs().round(0).astype("Int64").astype(str) + np.where(gap > 0, "% slower", "% faster")
-                      + " in this trial's eager windows than in the eager trial's (a fast state of another speed)")
+    named = (FAST_STATE_CAUSE + "; the host-speed witness read " + gap.abs().round(0).astype("Int64").astype(str)
+             + np.where(gap > 0, "% slower", "% faster")
+             + f" in this trial's eager windows than in the eager trial's ({ANOTHER_SPEED})")
+    cause = pd.Series(FAST_STATE_CAUSE, index=df.index, dtype="object").where(~told, named)
     cause = cause.where(~m["drift_state"].eq("slow"), f"{BETWEEN_PROCESSES}: both sides ran at the host's slow speed")
     cause = cause.where(~m["drift_state"].eq("mismatched"),
                         "the host's CPUs ran slow through one side (no common speed state to compare)")
