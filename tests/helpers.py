@@ -20,6 +20,10 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
+FACTORIES = REPO / "tests" / "factories"
+"""The test-only model factories a spec names (`faulty_models:make_ok`)."""
+IMPORT_PATH = (str(REPO), str(FACTORIES))
+"""Where a measuring process or a driver started outside pytest finds the project and the factories."""
 
 
 def write_spec(tmp_path: Path, spec: dict[str, Any], name: str = "spec.yaml") -> Path:

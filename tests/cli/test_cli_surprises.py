@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, rows_on_disk, run_cli, start_sweep, tiny_spec, wait_for, write_spec
+from tests.helpers import IMPORT_PATH, REPO, rows_on_disk, run_cli, start_sweep, tiny_spec, wait_for, write_spec
 
 
 def test_unwritable_results_directory_fails_with_exit_2_before_ray(tmp_path, capsys, no_ray) -> None:
@@ -122,7 +122,7 @@ def test_ctrl_c_prints_the_resume_command_and_exits_130(ray_local, tmp_path) -> 
     out = tmp_path / "out"
     ray_tmp = Path(tempfile.mkdtemp(prefix="swi-"))  # its own Ray, short for socket paths
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmp),
-           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")])}
+           "PYTHONPATH": os.pathsep.join(IMPORT_PATH)}
     env.pop("RAY_ADDRESS", None)
     log = tmp_path / "driver.log"
     driver = start_sweep(spec, out, env, log, tmp_path)

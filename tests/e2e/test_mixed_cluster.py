@@ -31,7 +31,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from tests.helpers import REPO, free_port, stop_ray_nodes, tiny_spec, wait_for, write_spec
+from tests.helpers import IMPORT_PATH, free_port, stop_ray_nodes, tiny_spec, wait_for, write_spec
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def cluster() -> Iterator[Cluster]:
     env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32),
                RAY_health_check_period_ms="1000", RAY_health_check_timeout_ms="1000",
                RAY_health_check_failure_threshold="3",
-               PYTHONPATH=os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")]))
+               PYTHONPATH=os.pathsep.join(IMPORT_PATH))
     c = Cluster(f"127.0.0.1:{free_port()}", env, temp_dir)
     try:
         c.start("head")

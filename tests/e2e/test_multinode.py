@@ -25,11 +25,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.helpers import REPO, free_port, ray_cluster_env, stop_ray_nodes, tiny_spec, write_spec
+from tests.helpers import FACTORIES, free_port, ray_cluster_env, stop_ray_nodes, tiny_spec, write_spec
 
 pytestmark = pytest.mark.slow
-
-FACTORIES = REPO / "tests" / "factories"  # the barrier model's module, for the driver and the nodes' workers
 
 NODES = {"node_head": ["--head"], "node_w1": [], "node_w2": []}  # name -> extra `ray start` flags
 START_TIMEOUT_S = 60

@@ -17,7 +17,7 @@ from sweeper.run import isolate
 from sweeper.run.state import SweepState
 from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
-from tests.helpers import REPO, run_cli, static_gxx, tiny_spec
+from tests.helpers import IMPORT_PATH, run_cli, static_gxx, tiny_spec
 
 _TENSOR = {"kind": "tensor", "shape": [8]}
 
@@ -31,7 +31,7 @@ def _spec(factory: str):
 def _run(factory: str, keep_package: bool = False) -> dict:
     (trial,) = expand(_spec(factory))[0]
     row = isolate.run_trial({"trial": trial.to_dict(), "device": "cpu", "process_start": "subprocess",
-                             "import_path": [str(REPO), str(REPO / "tests" / "factories")]}, max_retries=0)
+                             "import_path": list(IMPORT_PATH)}, max_retries=0)
     if not keep_package:
         row.pop("_aoti_b64", None)
     return row

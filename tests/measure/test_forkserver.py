@@ -18,7 +18,7 @@ import pytest
 from sweeper.run import isolate
 from sweeper.spec.sweep_spec import parse_spec
 from sweeper.spec.trials import expand
-from tests.helpers import REPO, tiny_spec
+from tests.helpers import IMPORT_PATH, REPO, tiny_spec
 
 pytestmark = pytest.mark.slow  # starts a fork server (imports torch, torchvision, transformers) and compiles
 
@@ -34,7 +34,7 @@ def _probe_trials(facts_dir: Path, backend: str, sleep_s: float = 0.0) -> list:
 
 def _payload(trial, process_start: str = "forkserver") -> dict:
     return {"trial": trial.to_dict(), "device": "cpu", "process_start": process_start,
-            "import_path": [str(REPO), str(REPO / "tests" / "factories")], "pin_cpus": 1}
+            "import_path": list(IMPORT_PATH), "pin_cpus": 1}
 
 
 def _facts(facts_dir: Path) -> list[dict]:

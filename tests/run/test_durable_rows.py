@@ -20,7 +20,7 @@ from sweeper.run.owner import LOCK_FILE, DirectoryInUse, claim
 from sweeper.run.state import SweepError, SweepState
 from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
-from tests.helpers import REPO, tiny_spec, write_spec
+from tests.helpers import IMPORT_PATH, REPO, tiny_spec, write_spec
 
 WRITER = """
 import sys
@@ -183,7 +183,7 @@ def test_two_real_drivers_on_one_directory(tmp_path):
                                           axes={"mode": ["eager"], "batch_size": [1, 2, 3, 4, 5, 6]},
                                           resources={"max_concurrent_trials": 1}))
     out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(IMPORT_PATH)}
     env.pop("RAY_ADDRESS", None)
     cmd = [sys.executable, "-m", "sweeper", "run", str(spec), "--results", str(out), "--no-report", "--address",
            "local"]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO, rows_on_disk, start_sweep, tiny_spec, wait_for, write_spec
+from tests.helpers import IMPORT_PATH, rows_on_disk, start_sweep, tiny_spec, wait_for, write_spec
 
 HANG_S = 600
 """Limits that catch a hang only."""
@@ -54,7 +54,7 @@ def _fill(mount: Path) -> Path:
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(IMPORT_PATH),
            "RAY_TMPDIR": tempfile.mkdtemp(prefix="swd-"), "SWEEPER_FALLBACK_DIR": str(tmp_path / "fallback")}
     env.pop("RAY_ADDRESS", None)
     return env

@@ -26,7 +26,7 @@ from sweeper.run.rescue import ResultsUnwritable
 from sweeper.run.state import SweepState
 from sweeper.spec.sweep_spec import load_spec
 from sweeper.spec.trials import expand
-from tests.helpers import REPO, run_cli, tiny_spec, write_spec
+from tests.helpers import IMPORT_PATH, run_cli, tiny_spec, write_spec
 
 FIRST_ROW_TIMEOUT_S = 600
 """Catches a hang only: a loaded 2-core machine is slow, not broken."""
@@ -113,7 +113,7 @@ def test_driver_killed_then_resumed(ray_local, tmp_path):
     marker = uuid.uuid4().hex
     ray_tmp = Path(tempfile.mkdtemp(prefix="swr-"))  # its own Ray, not the session's; short for socket paths
     env = {**os.environ, "SWEEPER_TEST_RUN": marker, "RAY_TMPDIR": str(ray_tmp),
-           "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "factories")])}
+           "PYTHONPATH": os.pathsep.join(IMPORT_PATH)}
     env.pop("RAY_ADDRESS", None)
     log = tmp_path / "driver.log"
     with open(log, "w") as sink:

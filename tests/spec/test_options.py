@@ -12,7 +12,7 @@ from sweeper.measure.inductor_options import compile_kwargs, merged, options_row
 from sweeper.spec import options
 from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
-from tests.helpers import REPO, tiny_spec
+from tests.helpers import IMPORT_PATH, REPO, tiny_spec
 
 _PLAIN = {"name": "x", "models": [{"name": "resnet18-tiny"}, {"name": "bert-tiny"}],
           "axes": {"mode": ["eager", "default", "max-autotune"], "dynamic": [None, False], "batch_size": [4]}}
@@ -94,7 +94,7 @@ def test_a_compiled_trial_applies_and_records_its_merged_options():
         measure={"backend": "inductor"}))
     (trial,) = expand(spec)[0]
     row = isolate.run_trial({"trial": trial.to_dict(), "device": "cpu", "process_start": "subprocess",
-                             "import_path": [str(REPO), str(REPO / "tests" / "factories")]}, max_retries=0)
+                             "import_path": list(IMPORT_PATH)}, max_retries=0)
     assert row["status"] == "ok", row["error"]
     assert json.loads(row["inductor_options_json"]) == {"triton.cudagraphs": True, "epilogue_fusion": False}
     assert row["graphs"] >= 1 and row["compile_s"] > 0
