@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -74,7 +75,8 @@ def _choose_cxx() -> dict[str, Any]:
     cxx, replaced = cxx_runtime.choose(current)
     if replaced is not None:
         torch._inductor.config.cpp.cxx = (cxx,)
-        log.warning("aoti build: %s links libstdc++ into shared libraries; building with %s", replaced, cxx)
+        named = " (named by CXX)" if os.environ.get("CXX") else ""
+        log.warning("aoti build: %s%s links libstdc++ into shared libraries; building with %s", replaced, named, cxx)
     return {"aoti_cxx": cxx, "aoti_cxx_replaced": replaced}
 
 

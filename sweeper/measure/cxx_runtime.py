@@ -3,9 +3,11 @@
 Some hosts' compilers link libstdc++ into every shared object statically. A package library built
 so carries a second C++ runtime beside the one torch loads, and the package's constructor then
 faults or throws std::bad_cast when it is loaded (docs/options-and-aoti.md). So before a build,
-unless CXX names the compiler, the compiler inductor would call builds a three-line library; if that
+the compiler inductor would call (from CXX or its default) builds a three-line library; if that
 library carries its own runtime, the first other compiler on PATH or in /usr/bin whose library does
-not is used instead. The row names the compiler that built the package and the one it replaced.
+not is used instead. A host may set CXX to such a compiler for everything it builds: a package built
+by it cannot load in any torch process, so it is replaced too. The row names the compiler that built
+the package and the one it replaced.
 """
 
 from __future__ import annotations
@@ -54,8 +56,8 @@ def _others(current: str) -> list[str]:
 
 def choose(current: str) -> tuple[str, str | None]:
     """The compiler to build with and the one it replaces (None: `current` itself is kept). `current`
-    is kept when CXX names it, when its libraries load libstdc++, or when no other compiler's do."""
-    if os.environ.get("CXX") or links_own_runtime(current) is not True:
+    is kept when its libraries load libstdc++ (or it could not build one), or when no other compiler's do."""
+    if links_own_runtime(current) is not True:
         return current, None
     for other in _others(current):
         if links_own_runtime(other) is False:

@@ -97,7 +97,7 @@ COLUMNS: list[Column] = [
     Column("aoti_export_s", FLOAT, "Path aoti: seconds of torch.export.export of the model on its batch."),
     Column("aoti_package_s", FLOAT, "Path aoti: seconds of torch._inductor.aoti_compile_and_package (the build; compile_s is export plus package)."),
     Column("aoti_cxx", STR, "Path aoti: the C++ compiler inductor called to build the package (null where this torch does not say)."),
-    Column("aoti_cxx_replaced", STR, "Path aoti: the compiler inductor would have called, when it was replaced because it links libstdc++ into shared libraries (a second C++ runtime beside torch's breaks the package's load); null when it was kept. CXX set by the user is always kept."),
+    Column("aoti_cxx_replaced", STR, "Path aoti: the compiler inductor would have called, when it was replaced because it links libstdc++ into shared libraries (a second C++ runtime beside torch's breaks the package's load); null when it was kept. A compiler named by CXX is replaced the same way: its packages could not load beside torch either."),
     Column("aoti_package_bytes", INT, "Path aoti: size of the .pt2 package (the weights inside)."),
     Column("aoti_load_s", FLOAT, "Path aoti: seconds of torch._inductor.aoti_load_package in the fresh measuring process, after inductor's CPU check (aoti_isa_check_s); first_call_s is the first call after it."),
     Column("aoti_isa_check_s", FLOAT, "Path aoti: seconds of inductor's check of the CPU's vector instructions, which aoti_load_package runs after loading; with an empty inductor cache (as the load process has) it compiles test programs, once per cache directory. Timed just before the load."),
