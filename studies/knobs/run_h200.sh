@@ -12,6 +12,8 @@
 #           libraries need (OUT_DIR/regex/regex_probe.json; under a minute).
 #   isa     isa_check.py --device cuda: aoti_load_package in fresh processes with empty inductor caches,
 #           alone and after inductor's CPU check timed apart (OUT_DIR/isa/isa_check.json; a few minutes).
+#           Built with CXX=${ISA_CXX:-/usr/bin/g++}: the host's environment names a compiler whose
+#           packages cannot load beside torch (run5), and this plain script does not choose one.
 #   knobs   the 39-trial sweep of knobs.yaml on every GPU of the host. Each call runs at most LIMIT_S
 #           seconds (default 540), then resumes the same sweep on the next call: repeat it until
 #           OUT_DIR/knobs.done exists.
@@ -51,7 +53,7 @@ for stage in "$@"; do
     probe) python3 -m studies.knobs.load_probe "$out/probe" --model resnet50 --batch-size 64 \
       --device "${PROBE_DEVICE:-cuda}" --builds "${PROBE_BUILDS:-tiny,default}" >"$out/probe.txt" 2>&1 ;;
     regex) python3 -m studies.knobs.regex_probe "$out/regex" --packages "$out/probe" >"$out/regex.txt" 2>&1 ;;
-    isa) python3 -m studies.knobs.isa_check "$out/isa" --device cuda >"$out/isa.txt" 2>&1 ;;
+    isa) CXX=${ISA_CXX:-/usr/bin/g++} python3 -m studies.knobs.isa_check "$out/isa" --device cuda >"$out/isa.txt" 2>&1 ;;
     knobs) resumable knobs "$here/knobs.yaml" ;;
     aoti) resumable aoti "$here/aoti.yaml" ;;
     tables) tables ;;
