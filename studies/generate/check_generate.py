@@ -6,7 +6,10 @@ decode step itself: inductor, reduce-overhead) and with `disable_compile=True` (
 sweeper's measuring code is used. Time to first token is a `max_new_tokens=1` call; decode tokens/s is
 batch x (new - 1) over the rest of a full call. Then, given the sweep's results, it prints the
 tool's rows beside it: reduce-overhead (transformers' default compile) and eager, and whether the
-check's speedup lies inside the row's interval.
+check's speedup lies inside the row's interval. A launch-bound eager decode moves with the host's
+CPU speed, so before every timed call it reads a CPU probe of the same work as the tool's witness
+(400 tiny torch CPU ops, this script's own copy) and prints its median beside the rows' witness
+readings: a check against rows from another host or time compares speeds first.
 
     python3 -m studies.generate.check_generate --model gpt2 --batch 1 --prompt 128 --new 128 \
         --results OUT/gpt2/sweep
@@ -39,9 +42,12 @@ def build(name: str) -> torch.nn.Module:
     return model
 
 
-def timed(fn, calls: int) -> list[float]:
+def timed(fn, calls: int, before=None) -> list[float]:
+    """Seconds of each of `calls` calls of `fn`; `before` runs (untimed) ahead of each."""
     out = []
     for _ in range(calls):
+        if before is not None:
+            before()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         fn()
@@ -50,17 +56,30 @@ def timed(fn, calls: int) -> list[float]:
     return out
 
 
+def probe_ms(ops: int = 400) -> float:
+    """Milliseconds of `ops` tiny torch CPU ops on a 4-element tensor: the host's CPU speed now."""
+    t = torch.zeros(4)
+    t0 = time.perf_counter()
+    for _ in range(ops):
+        t.add(1)
+    return (time.perf_counter() - t0) * 1e3
+
+
 def measure(model, ids, new: int, calls: int, **extra) -> dict[str, float]:
     kw = {"attention_mask": torch.ones_like(ids), "do_sample": False, "cache_implementation": "static",
           "pad_token_id": 0, **extra}
+    probes: list[float] = []
+
+    def read() -> None:
+        probes.append(probe_ms())
     with torch.no_grad():
         first = timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), 1)[0]
         timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), 2)
-        full = timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), calls)
-        one = timed(lambda: model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw), calls)
+        full = timed(lambda: model.generate(ids, max_new_tokens=new, min_new_tokens=new, **kw), calls, read)
+        one = timed(lambda: model.generate(ids, max_new_tokens=1, min_new_tokens=1, **kw), calls, read)
     gen_s, ttft_s = statistics.median(full), statistics.median(one)
     return {"first_call_s": first, "generate_s": gen_s, "ttft_ms": ttft_s * 1e3,
-            "decode_tokens_per_s": ids.shape[0] * (new - 1) / (gen_s - ttft_s)}
+            "decode_tokens_per_s": ids.shape[0] * (new - 1) / (gen_s - ttft_s), "probe_ms": statistics.median(probes)}
 
 
 def rows(results: str, model: str, batch: int, prompt: int, new: int):
@@ -98,14 +117,15 @@ def main() -> None:
     print(f"  check speedup (generate_s) {speedup:.3f}")
     if not args.results:
         return
-    found = rows(args.results, args.model, args.batch, args.prompt, args.new)
+    found, nan = rows(args.results, args.model, args.batch, args.prompt, args.new), float("nan")
     for mode in ("eager", "reduce-overhead"):
         r = found.get(mode)
         if r is None:
             print(f"  tool {mode}: no row")
             continue
         print(f"  tool {mode:<29} status {r['status']}  generate_s {r['generate_s']:.4g}  ttft_ms "
-              f"{r['ttft_ms']:.4g}  decode_tokens_per_s {r['decode_tokens_per_s']:.4g}")
+              f"{r['ttft_ms']:.4g}  decode_tokens_per_s {r['decode_tokens_per_s']:.4g}  witness_ms "
+              f"{r.get('witness_ms', nan):.4g} (its eager windows' {r.get('eager_witness_ms', nan):.4g})")
     r = found.get("reduce-overhead")
     if r is not None and r["status"] == "ok":
         low, high = r["speedup_low"], r["speedup_high"]  # the reported interval (the report's, recommend's)
