@@ -1,17 +1,17 @@
 """The one ranking of a context's settings, shared by `recommend`, the report and its stream block.
 
-* **Context**: settings compete only with rows of the same model, phase, precision, device,
-  workload (input stream) and sequence length (`CONTEXT`): across contexts the work differs.
-* **Cost**: the time a fixed amount of work takes: seconds per item for a long run, else
-  `compile + items / throughput` (a stream's compile: every compile it needed). Ties on time go
-  to the lower memory, then the shorter compile.
+* **Context**: settings compete only with rows of the same model, phase, precision, device, workload (input
+  stream) and sequence length (`CONTEXT`): across contexts the work differs.
+* **Cost**: the time a fixed amount of work takes: seconds per item for a long run, else `compile + items /
+  throughput` (a stream's compile: every compile it needed). Ties on time go to the lower memory, then the
+  shorter compile; which compiled setting tied with the fastest is recommended: `ties`.
 * **Memory**: the whole-run peak (the larger of the steady peak and the compile/autotune peak).
-* **Noise**: a speedup's interval is the reported interval (`speedup_low` / `speedup_high`, see
-  `drift`) where the rows carry one, else the speedup plus or minus the spread of the trial's
-  windows (`throughput_spread_pct`), never narrower than the tie band; a difference inside it is
-  a tie. A row whose in-trial baseline drifted past its limit (`drift_limit_pct`) for a cause that
-  biases the in-trial ratio (`drift_blocks`) has no established speedup; a drift between processes
-  at one host speed only widens the interval to span the speedup over the others (`drift`)."""
+* **Noise**: a speedup's interval is the reported interval (`speedup_low` / `speedup_high`, see `drift`)
+  where the rows carry one, else the speedup plus or minus the spread of the trial's windows
+  (`throughput_spread_pct`), never narrower than the tie band; a difference inside it is a tie. A row whose
+  in-trial baseline drifted past its limit (`drift_limit_pct`) for a cause that biases the in-trial ratio
+  (`drift_blocks`) has no established speedup; a drift between processes at one host speed only widens the
+  interval to span the speedup over the others (`drift`)."""
 
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ class Standing:
         """Why a speedup is not established, or '' when it is."""
         if self.kind == "drifted":
             return (f"speedup not established: baseline drifted (the in-trial eager baseline differs by "
-                    f"{fmt_num(self.drift_pct)}% "
-                    f"from the context's other eager measurements, limit {fmt_num(self.drift_limit_pct)}%)")
+                    f"{fmt_num(self.drift_pct)}% from the context's other eager measurements, limit "
+                    f"{fmt_num(self.drift_limit_pct)}%)")
         if self.kind == "tie":
             return (f"speedup not established: {fmt_num(self.speedup)}x is inside the noise "
                     f"({fmt_num(self.low)}-{fmt_num(self.high)}x, {self.source})")
@@ -138,8 +138,7 @@ def host_speed_note(row: pd.Series | dict) -> str:
 
 def run_peak_gib(row: pd.Series | dict) -> float | None:
     """The whole-run peak: the larger of the steady peak and the peak while compiling."""
-    values = [_num(row.get("peak_mem_gib")), _num(row.get("peak_mem_compile_gib"))]
-    values = [v for v in values if v is not None]
+    values = [v for v in (_num(row.get("peak_mem_gib")), _num(row.get("peak_mem_compile_gib"))) if v is not None]
     return max(values) if values else None
 
 
@@ -227,6 +226,8 @@ class Candidate:
     """Half-width of the speedup's interval in percent: differences inside it are ties."""
     host_note: str = ""
     """The speedup at the host's two CPU speeds where they differ (`host_speed_note`), or ''."""
+    own_options: bool = False
+    """The trial applied an inductor option set of its own (`inductor_options_json`), not the mode alone."""
 
     @property
     def time_s(self) -> float:
@@ -295,6 +296,5 @@ def interval(c: Candidate) -> tuple[float | None, float | None]:
     """The speedup interval of a candidate: its bootstrap interval, else +- its noise."""
     if c.speedup_ci_low is not None and c.speedup_ci_high is not None:
         return c.speedup_ci_low, c.speedup_ci_high
-    if c.speedup_vs_eager is None:
-        return None, None
-    return c.speedup_vs_eager * (1 - c.noise_pct / 100), c.speedup_vs_eager * (1 + c.noise_pct / 100)
+    s = c.speedup_vs_eager
+    return (None, None) if s is None else (s * (1 - c.noise_pct / 100), s * (1 + c.noise_pct / 100))

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from sweeper import SweeperError
-from sweeper.analysis import frames, ranking
+from sweeper.analysis import frames, ranking, ties
 from sweeper.analysis.frames import fmt_num, is_missing
 from sweeper.analysis.ranking import Candidate
 
@@ -136,7 +136,7 @@ def recommend_context(data: pd.DataFrame, limits: Limits = Limits()) -> Recommen
     sizes = [int(r["batch_size"]) for r in ok if pd.notna(r["batch_size"])]
     ref_batch = limits.batch_size or max(sizes, default=None)
     items = float(limits.iterations * ref_batch) if limits.iterations and ref_batch else None
-    ranked = sorted((_candidate(r, items, limits.warm_start) for r in ok), key=ranking.candidate_key)
+    ranked = ties.settle(sorted((_candidate(r, items, limits.warm_start) for r in ok), key=ranking.candidate_key))
     best = ranked[0] if ranked else None
     best_compiled = next((c for c in ranked if not c.is_eager), None)
     runner_up = _runner_up(ranked)
@@ -144,7 +144,8 @@ def recommend_context(data: pd.DataFrame, limits: Limits = Limits()) -> Recommen
         context=context, constraints=asdict(limits), workload_items=items,
         workload_note=_workload_note(limits.iterations, limits.batch_size, ref_batch),
         best=best, runner_up=runner_up,
-        runner_up_reason=ranking.why_lost(runner_up, best, items) if best and runner_up else None,
+        runner_up_reason=(ties.why_passed_over(runner_up, best) or ranking.why_lost(runner_up, best, items))
+        if best and runner_up else None,
         eager=_eager_at(ranked, best), verdict=ranking.verdict(best, best_compiled)[0],
         best_compiled=best_compiled, excluded=excluded,
         ties=[c for c in ranked[1:] if best and ranking.tied(c.time_s, best.time_s, max(c.noise_pct, best.noise_pct))])
@@ -244,7 +245,7 @@ def _candidate(row: dict[str, Any], items: float | None, warm_start: bool = Fals
         trial_id=_opt_str(row.get("trial_id")), stream=frames.is_stream(row),
         compile_what="compiles over the stream" if frames.is_stream(row) else _compile_what(row, warm_start),
         spread_pct=_opt_float(row.get("throughput_spread_pct")), noise_pct=standing.noise_pct,
-        host_note=ranking.host_speed_note(row))
+        host_note=ranking.host_speed_note(row), own_options=not frames.is_missing(row.get("inductor_options_json")))
 
 
 def _runner_up(ranked: list[Candidate]) -> Candidate | None:
