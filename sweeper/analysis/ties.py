@@ -3,17 +3,18 @@
 Settings whose times differ by less than their noise are ties (`ranking.tied`): the measurement does
 not order them, while their compile times and their `torch.compile` calls differ for sure. So among
 the compiled settings tied with the fastest compiled one, the recommendation goes to one whose
-compile is within `COMPILE_MARGIN` of the cheapest tied compile, then to one without an inductor
-option set of its own (the mode alone), then to the fastest. A knob that doubles the compile for a
-gain inside the noise is not recommended, nor an option set that the mode alone ties with. Eager at
-the top stays there: whether compiling pays at all is the verdict's question (`ranking.verdict`).
+compile is within `COMPILE_MARGIN` (or `ranking.COMPILE_FLOOR_S`) of the cheapest tied compile, then
+to one without an inductor option set of its own (the mode alone), then to the fastest. A knob that
+doubles the compile for a gain inside the noise is not recommended, nor an option set that the mode
+alone ties with. Eager at the top stays there: whether compiling pays at all is the verdict's
+question (`ranking.verdict`).
 """
 
 from __future__ import annotations
 
 from sweeper.analysis import ranking
 from sweeper.analysis.frames import fmt_num
-from sweeper.analysis.ranking import Candidate
+from sweeper.analysis.ranking import COMPILE_FLOOR_S, Candidate
 
 COMPILE_MARGIN = 0.25
 """Tied settings whose compile is within this fraction of the cheapest tied compile count as cheap: one
@@ -32,7 +33,7 @@ def settle(ranked: list[Candidate]) -> list[Candidate]:
     lead = ranked[0]
     tied = [c for c in ranked if not c.is_eager and tied_with(c, lead)]
     cheapest_s = min(c.compile_s for c in tied)
-    cheap = [c for c in tied if c.compile_s <= cheapest_s * (1 + COMPILE_MARGIN)]
+    cheap = [c for c in tied if c.compile_s <= max(cheapest_s * (1 + COMPILE_MARGIN), cheapest_s + COMPILE_FLOOR_S)]
     pick = min(cheap, key=lambda c: (c.own_options, ranking.candidate_key(c)))
     return ranked if pick is lead else [pick] + [c for c in ranked if c is not pick]
 
@@ -44,7 +45,7 @@ def why_passed_over(faster: Candidate, best: Candidate) -> str:
         return ""
     noise = max(faster.noise_pct, best.noise_pct)
     gap = 100.0 * (best.time_s / faster.time_s - 1.0)
-    if faster.compile_s > best.compile_s * (1 + COMPILE_MARGIN):
+    if faster.compile_s > max(best.compile_s * (1 + COMPILE_MARGIN), best.compile_s + COMPILE_FLOOR_S):
         cost = f"its {faster.compile_what} takes {fmt_num(faster.compile_s)} s against {fmt_num(best.compile_s)} s"
     else:
         cost = "it needs an inductor option set of its own, which the mode alone ties with"
