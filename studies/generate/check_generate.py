@@ -6,10 +6,12 @@ decode step itself: inductor, reduce-overhead) and with `disable_compile=True` (
 sweeper's measuring code is used. Time to first token is a `max_new_tokens=1` call; decode tokens/s is
 batch x (new - 1) over the rest of a full call. Then, given the sweep's results, it prints the
 tool's rows beside it: reduce-overhead (transformers' default compile) and eager, and whether the
-check's speedup lies inside the row's interval. A launch-bound eager decode moves with the host's
-CPU speed, so before every timed call it reads a CPU probe of the same work as the tool's witness
-(400 tiny torch CPU ops, this script's own copy) and prints its median beside the rows' witness
-readings: a check against rows from another host or time compares speeds first.
+check's speedup lies inside the row's interval; then eager and compiled whole calls taking turns
+(`--pairs`), whose median ratio is the check's speedup at matched host speed. A launch-bound eager
+decode moves with the host's CPU speed, so before every timed call it reads a CPU probe of the same
+work as the tool's witness (400 tiny torch CPU ops, this script's own copy) and prints its median
+beside the rows' witness readings: a check against rows from another host or time compares speeds
+first.
 
     python3 -m studies.generate.check_generate --model gpt2 --batch 1 --prompt 128 --new 128 \
         --results OUT/gpt2/sweep
@@ -82,6 +84,23 @@ def measure(model, ids, new: int, calls: int, **extra) -> dict[str, float]:
             "decode_tokens_per_s": ids.shape[0] * (new - 1) / (gen_s - ttft_s), "probe_ms": statistics.median(probes)}
 
 
+def paired(model, ids, new: int, pairs: int) -> dict[str, float]:
+    """Eager and compiled whole calls taking turns, `pairs` of each, a probe before every call: the
+    speedup as the median of the pairs' ratios (each pair at one host speed), with its p10-p90."""
+    kw = {"attention_mask": torch.ones_like(ids), "do_sample": False, "cache_implementation": "static",
+          "pad_token_id": 0, "max_new_tokens": new, "min_new_tokens": new}
+    ratios, probes = [], []
+    with torch.no_grad():
+        for _ in range(pairs):
+            probes.append(probe_ms())
+            eager = timed(lambda: model.generate(ids, disable_compile=True, **kw), 1)[0]
+            probes.append(probe_ms())
+            ratios.append(eager / timed(lambda: model.generate(ids, **kw), 1)[0])
+    deciles = statistics.quantiles(ratios, n=10)
+    return {"speedup": statistics.median(ratios), "p10": deciles[0], "p90": deciles[-1],
+            "probe_ms": statistics.median(probes)}
+
+
 def rows(results: str, model: str, batch: int, prompt: int, new: int):
     """The sweep's rows of this setting, as its report reads them (the reported interval included)."""
     from pathlib import Path
@@ -103,6 +122,7 @@ def main() -> None:
     ap.add_argument("--prompt", type=int, default=128)
     ap.add_argument("--new", type=int, default=128)
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--pairs", type=int, default=20, help="alternated eager / compiled calls after the two arms")
     ap.add_argument("--results", help="the sweep's results directory, to print its rows beside the check")
     args = ap.parse_args()
     print(f"transformers {tf.__version__}, torch {torch.__version__}, {torch.cuda.get_device_name()}")
@@ -115,6 +135,9 @@ def main() -> None:
     for name, m in (("check eager (disable_compile)", eager), ("check transformers default", default)):
         print(f"  {name:<34} " + "  ".join(f"{k} {v:.4g}" for k, v in m.items()))
     print(f"  check speedup (generate_s) {speedup:.3f}")
+    pair = paired(model, ids, args.new, args.pairs)
+    print(f"  check paired speedup ({args.pairs} alternated calls each) {pair['speedup']:.3f} [p10-p90 "
+          f"{pair['p10']:.3f}-{pair['p90']:.3f}]  probe_ms {pair['probe_ms']:.4g}")
     if not args.results:
         return
     found, nan = rows(args.results, args.model, args.batch, args.prompt, args.new), float("nan")
@@ -131,7 +154,8 @@ def main() -> None:
         low, high = r["speedup_low"], r["speedup_high"]  # the reported interval (the report's, recommend's)
         verdict = "AGREES" if low <= speedup <= high else "DISAGREES"
         print(f"  tool speedup {r['speedup_vs_eager']:.3f} reported [{low:.3f}, {high:.3f}] (windows' "
-              f"[{r['speedup_ci_low']:.3f}, {r['speedup_ci_high']:.3f}]): check {speedup:.3f} {verdict}")
+              f"[{r['speedup_ci_low']:.3f}, {r['speedup_ci_high']:.3f}]): check {speedup:.3f} {verdict}, "
+              f"paired {pair['speedup']:.3f} {'AGREES' if low <= pair['speedup'] <= high else 'DISAGREES'}")
 
 
 if __name__ == "__main__":
