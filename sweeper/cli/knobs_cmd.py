@@ -68,5 +68,6 @@ def cmd_prices(args: argparse.Namespace) -> int:
               f"({fmt_num(r['aoti_build_s'])} s, {fmt_num(r['aoti_package_mb'])} MB); speedup jit "
               f"{fmt_num(r['jit_speedup'])}x, aoti {fmt_num(r['aoti_speedup'])}x")
     for _, r in failed.iterrows():
-        print(f"  aoti {r['model']} {r['mode']} bs{int(r['batch_size'])}: {r['status']}: {str(r['error'])[:200]}")
+        print(f"  aoti {r['model']} {r['mode']} bs{int(r['batch_size'])} {r['option_set'] or ''}: {r['status']}: "
+              f"{r['error']}")  # whole: a load crash's cause (the library, the compiler) comes last
     return 0
