@@ -15,7 +15,8 @@ def tables() -> dict[str, str]:
     df = drift_between.repeats(ROOT)
     return {"spread": drift_between.spread_table(df), "corrected": drift_between.corrected_table(df),
             "coverage": drift_between.coverage_table(df), "sweeps": drift_between.sweeps_table(ROOT),
-            "repeat coverage": repeat_coverage.table(df), "witness gap": drift_between.witness_gap_line(ROOT)}
+            "repeat coverage": repeat_coverage.table(df), "witness gap": drift_between.witness_gap_line(ROOT),
+            "matched speed": repeat_coverage.matched_table(df)}
 
 
 def test_the_study_page_matches_the_committed_rows(tables) -> None:
@@ -51,3 +52,17 @@ def test_calibrated_intervals_hold_another_run_as_often_as_their_spread_says() -
     p = repeat_coverage.pairs(pd.DataFrame(rows))
     assert p["held"].mean() == pytest.approx(math.erf(1.96 / 2), abs=0.03)
     assert p["expected"].mean() == pytest.approx(math.erf(1.96 / 2), abs=0.08)  # sigma from 3 runs: noisy
+
+
+def test_matched_speed_takes_reduce_overhead_rows_to_one_witness_reading() -> None:
+    """Two repeats whose eager step went as the witness reading: at beta 1 their speedups coincide;
+    other modes' rows are left as they are."""
+    import pandas as pd
+
+    df = pd.DataFrame({"mode": ["reduce-overhead", "reduce-overhead", "default"],
+                       "speedup_vs_eager": [6.0, 5.0, 1.5], "speedup_low": [5.4, 4.5, 1.4],
+                       "speedup_high": [6.6, 5.5, 1.6], "eager_witness_ms": [1.2, 1.0, 1.1]})
+    matched = repeat_coverage.matched_speed(df, 1.0)
+    assert matched["speedup_vs_eager"].tolist() == pytest.approx([5.0, 5.0, 1.5])
+    assert matched["speedup_low"].tolist() == pytest.approx([4.5, 4.5, 1.4])
+    assert repeat_coverage.matched_speed(df, 0.0).equals(df.astype({"speedup_vs_eager": float}))
