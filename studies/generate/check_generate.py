@@ -67,9 +67,14 @@ def probe_ms(ops: int = 400) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def generate_kwargs(ids: torch.Tensor, **extra) -> dict:
+    """Greedy decoding from a static cache, every prompt position attended: as the sweep's rows."""
+    return {"attention_mask": torch.ones_like(ids), "do_sample": False, "cache_implementation": "static",
+            "pad_token_id": 0, **extra}
+
+
 def measure(model, ids, new: int, calls: int, **extra) -> dict[str, float]:
-    kw = {"attention_mask": torch.ones_like(ids), "do_sample": False, "cache_implementation": "static",
-          "pad_token_id": 0, **extra}
+    kw = generate_kwargs(ids, **extra)
     probes: list[float] = []
 
     def read() -> None:
@@ -87,8 +92,7 @@ def measure(model, ids, new: int, calls: int, **extra) -> dict[str, float]:
 def paired(model, ids, new: int, pairs: int) -> dict[str, float]:
     """Eager and compiled whole calls taking turns, `pairs` of each, a probe before every call: the
     speedup as the median of the pairs' ratios (each pair at one host speed), with its p10-p90."""
-    kw = {"attention_mask": torch.ones_like(ids), "do_sample": False, "cache_implementation": "static",
-          "pad_token_id": 0, "max_new_tokens": new, "min_new_tokens": new}
+    kw = generate_kwargs(ids, max_new_tokens=new, min_new_tokens=new)
     ratios, probes = [], []
     with torch.no_grad():
         for _ in range(pairs):

@@ -148,7 +148,7 @@ def recommend_context(data: pd.DataFrame, limits: Limits = Limits()) -> Recommen
         if best and runner_up else None,
         eager=_eager_at(ranked, best), verdict=ranking.verdict(best, best_compiled)[0],
         best_compiled=best_compiled, excluded=excluded,
-        ties=[c for c in ranked[1:] if best and ranking.tied(c.time_s, best.time_s, max(c.noise_pct, best.noise_pct))])
+        ties=[c for c in ranked[1:] if best and ties.tied_with(c, best)])
 
 
 def _choices(col: pd.Series) -> list[str]:

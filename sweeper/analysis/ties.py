@@ -26,6 +26,12 @@ def tied_with(c: Candidate, lead: Candidate) -> bool:
     return ranking.tied(c.time_s, lead.time_s, max(c.noise_pct, lead.noise_pct))
 
 
+def costs_more(compile_s: float, than_s: float) -> bool:
+    """Whether a compile of `compile_s` is surely dearer than one of `than_s`: beyond COMPILE_MARGIN
+    and beyond `ranking.COMPILE_FLOOR_S`."""
+    return compile_s > max(than_s * (1 + COMPILE_MARGIN), than_s + COMPILE_FLOOR_S)
+
+
 def settle(ranked: list[Candidate]) -> list[Candidate]:
     """`ranked` (by `ranking.candidate_key`) with the preferred one of the fastest's ties first."""
     if not ranked or ranked[0].is_eager:
@@ -33,7 +39,7 @@ def settle(ranked: list[Candidate]) -> list[Candidate]:
     lead = ranked[0]
     tied = [c for c in ranked if not c.is_eager and tied_with(c, lead)]
     cheapest_s = min(c.compile_s for c in tied)
-    cheap = [c for c in tied if c.compile_s <= max(cheapest_s * (1 + COMPILE_MARGIN), cheapest_s + COMPILE_FLOOR_S)]
+    cheap = [c for c in tied if not costs_more(c.compile_s, cheapest_s)]
     pick = min(cheap, key=lambda c: (c.own_options, ranking.candidate_key(c)))
     return ranked if pick is lead else [pick] + [c for c in ranked if c is not pick]
 
@@ -45,7 +51,7 @@ def why_passed_over(faster: Candidate, best: Candidate) -> str:
         return ""
     noise = max(faster.noise_pct, best.noise_pct)
     gap = 100.0 * (best.time_s / faster.time_s - 1.0)
-    if faster.compile_s > max(best.compile_s * (1 + COMPILE_MARGIN), best.compile_s + COMPILE_FLOOR_S):
+    if costs_more(faster.compile_s, best.compile_s):
         cost = f"its {faster.compile_what} takes {fmt_num(faster.compile_s)} s against {fmt_num(best.compile_s)} s"
     else:
         cost = "it needs an inductor option set of its own, which the mode alone ties with"
