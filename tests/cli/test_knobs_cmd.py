@@ -43,9 +43,10 @@ def test_the_deployment_table_of_run6_is_what_prices_prints_from_its_rows(capsys
     out = capsys.readouterr().out
     readme = (RUN6 / "README.md").read_text()
     table = out[out.index("first call of a deployment"):].splitlines()[1:]
-    assert table == ["  gpt2 default bs64 default: 6.48 | 2.37 | 26.8 (39.6 s, 499 MB); speedup jit 1.15x, aoti 1.15x",
-                     "  resnet50 default bs64 default: 9.76 | 2.48 | 26.4 (41.2 s, 104 MB); speedup jit 1.97x, aoti 1.97x",
-                     "  vit_b_16 default bs64 default: 9.24 | 2.31 | 26.5 (39.7 s, 348 MB); speedup jit 0.972x, aoti 0.977x"]
+    assert table == [
+        "  gpt2 default bs64 default: 6.48 | 2.37 | 26.8 (39.6 s, 499 MB); speedup jit 1.15x, aoti 1.15x",
+        "  resnet50 default bs64 default: 9.76 | 2.48 | 26.4 (41.2 s, 104 MB); speedup jit 1.97x, aoti 1.97x",
+        "  vit_b_16 default bs64 default: 9.24 | 2.31 | 26.5 (39.7 s, 348 MB); speedup jit 0.972x, aoti 0.977x"]
     for line in table:  # the README's table row: "| MODEL ... | 6.48 | 2.37 | 26.8 (39.6 s, 499 MB) |"
         jit, mega, aoti = line.split(": ", 1)[1].split(";")[0].split(" | ")
         assert f"| {jit} | {mega} | {aoti} |" in readme, line
