@@ -19,6 +19,12 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # time on one machine. The kernels are compiled for real as before; children inherit it (Ray workers,
 # fork servers, measuring processes, `ray start` nodes the tests start).
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+# The host's fork servers started for this session (run/forkserver_client.py) wait five minutes for
+# their next caller instead of one (a file may run no sweep for minutes), carry this session's mark
+# in their environment (a server of their own: none of the user's is reused or stopped) and are
+# stopped when the session ends.
+os.environ.setdefault("SWEEPER_FORKSERVER_IDLE_S", "300")
+os.environ.setdefault("SWEEPER_TEST_SESSION", str(os.getpid()))
 CPU_HOG = "while True: pass  # sweeper-test-cpu-hog"
 
 
@@ -81,6 +87,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     for hog in getattr(config, "_cpu_hogs", []):  # by their own ids: nothing else is touched
         hog.send_signal(signal.SIGKILL)
         hog.wait()
+    if not hasattr(config, "workerinput"):
+        _stop_session_fork_servers()
+
+
+def _stop_session_fork_servers() -> None:
+    """The fork servers this session's tests started (by the mark in their environment)."""
+    import psutil
+
+    mark, servers = os.environ["SWEEPER_TEST_SESSION"], []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "sweeper.measure.forkserver" in (proc.info["cmdline"] or []) \
+                    and proc.environ().get("SWEEPER_TEST_SESSION") == mark:
+                proc.terminate()  # the server removes its socket and exits
+                servers.append(proc)
+        except psutil.Error:
+            continue
+    for proc in psutil.wait_procs(servers, timeout=10)[1]:
+        proc.kill()
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,9 @@ from pathlib import Path
 
 SPAWN_TIME_ENV = "SWEEPER_SPAWN_TIME"
 """Wall-clock time (time.time()) at which the runner started the measuring process."""
+WORKER_PID_ENV = "SWEEPER_WORKER_PID"
+"""The pid of the process that asked for this measuring process (its trial's Ray worker): a forked
+one's parent is the host's fork server instead."""
 AOTI_BUILD_COLUMNS = ("aoti_export_s", "aoti_package_s", "aoti_package_bytes", "compile_s", "aoti_cxx",
                       "aoti_cxx_replaced")
 """The build process's figures that the load process's row carries (measure.aoti, run.aoti_runs)."""

@@ -1,6 +1,6 @@
 """A fork server for measuring processes: imports once, forks one fresh child per measuring process.
 
-    python -m sweeper.measure.forkserver      (started by run/forkserver_client.py; JSON lines on stdin/stdout)
+    python -m sweeper.measure.forkserver SOCKET IDLE_S   (started by run/forkserver_client.py)
 
 Importing torch, the zoo's model classes and what a `torch.compile` wrapper needs costs every
 measuring process the same seconds; a fork of a parent that did it once costs none of them. The
@@ -9,10 +9,14 @@ checks before every fork that dynamo's and inductor's state is what importing le
 rather than the CUDA runtime whether CUDA is there (PYTORCH_NVML_BASED_CUDA_CHECK=1), so forked
 children may still use CUDA; a probe fork after the imports checks that, and if the guard is set
 and children need CUDA (NEEDS_CUDA_ENV) it names the caller and exits, and the worker starts new
-interpreters instead. Each child takes its own session, CPUs, threads, environment and caches,
-re-reads what torch fixed at import, and runs `python -m sweeper.measure`'s main with the same
-arguments. Replies: `{"pid": P}` at start, `{"pid": P, "returncode": R}` at the end (R < 0: signal
--R). What each child has as its own, in full: docs/measurement.md."""
+interpreters instead.
+
+One server serves every worker of a host whose measuring processes share its environment (the
+client names the socket after it): it outlives the worker that started it and retires after
+IDLE_S seconds without a caller. A caller connects, sends one request line and reads `{"pid": P}`
+at the child's start and `{"pid": P, "returncode": R}` at its end (R < 0: signal -R); a caller
+that hangs up has its child killed, and a child dies with the server. The child's own first steps:
+measure/forkserver_child.py."""
 
 from __future__ import annotations
 
@@ -20,11 +24,15 @@ import contextlib
 import gc
 import json
 import os
+import select
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from sweeper.measure import forkserver_child
 
 NEEDS_CUDA_ENV = "SWEEPER_FORKSERVER_CUDA"
 """Set to 1 in the server's environment when its children measure on CUDA."""
@@ -117,70 +125,18 @@ def _check_fresh() -> None:
         raise RuntimeError("the fork server started Triton's GPU driver; its children would share it")
 
 
-def _become_trial(request: dict[str, Any]) -> None:
-    """In the child, before any measuring code: session, death with the server, CPUs, environment."""
-    import ctypes
-
-    os.setsid()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if request.get("cpus"):
-        os.sched_setaffinity(0, request["cpus"])
-    os.environ.clear()
-    os.environ.update(request["env"])
-    os.chdir(request["cwd"])
-    for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
-        if entry and entry not in sys.path:
-            sys.path.insert(0, entry)
-    err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(err, 2)
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for fd in (0, 1):
-        os.dup2(devnull, fd)
-    _reread_env_config()
-
-
-def _reread_env_config() -> None:
-    """Settings torch fixed from the environment when the server imported it, read again."""
-    import torch
-    from torch._inductor import config as inductor_config
-
-    inductor_config.compile_threads = inductor_config.decide_compile_threads()
-    torch._logging._init_logs()  # TORCH_LOGS, TORCH_TRACE (a trial's structured trace directory)
-    if os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-
-
-def _child(request: dict[str, Any]) -> None:
-    code = 1
-    try:
-        _become_trial(request)
-        from sweeper.measure.process import main
-
-        code = main(request["argv"])
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
-    finally:
-        with contextlib.suppress(Exception):
-            import logging
-
-            logging.shutdown()
-            sys.stderr.flush()
-        os._exit(code)
-
-
-def _reply(message: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(message) + "\n")
-    sys.stdout.flush()
+def _send(conn: socket.socket, message: dict[str, Any]) -> None:
+    with contextlib.suppress(OSError):  # a caller that left: nobody to tell
+        conn.sendall((json.dumps(message) + "\n").encode())
 
 
 _BEFORE_IMPORTS = "something that ran before the server's own imports, e.g. a sitecustomize or .pth file"
 
 
-def _start() -> None:
-    """Import, then say ready, or why this server cannot fork measuring processes (and exit)."""
+def _start(path: str) -> socket.socket:
+    """Import, listen on `path`, then say ready on stdout and leave the caller's process tree (the
+    server outlives the worker that started it); or say why this server cannot fork measuring
+    processes, and exit."""
     os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() without the fork guard
     import torch  # noqa: F401 - imported before the watch goes on torch._C
 
@@ -190,27 +146,130 @@ def _start() -> None:
     finally:
         watch.stop()
     if os.environ.get(NEEDS_CUDA_ENV) == "1" and fork_guard_set():
-        _reply({"ready": False, "error": "importing torch and the zoo set torch's CUDA fork guard (a CUDA "
-                f"device count was asked by {watch.first or _BEFORE_IMPORTS}); forked children could not use CUDA"})
+        print(json.dumps({"ready": False, "error": "importing torch and the zoo set torch's CUDA fork guard (a CUDA "
+              f"device count was asked by {watch.first or _BEFORE_IMPORTS}); forked children could not use CUDA"}))
         sys.exit(0)
-    _reply({"ready": True, "preload_s": round(preload_s, 3)})
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)  # a server that died without cleaning up; the caller holds the start lock
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    if os.fork() > 0:  # the caller waits for this process to end; the server goes on in its child
+        os._exit(0)
+    print(json.dumps({"ready": True, "preload_s": round(preload_s, 3), "pid": os.getpid()}), flush=True)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1):
+        os.dup2(devnull, fd)
+    return listener
 
 
-def serve() -> None:
-    """One request at a time: fork, say the child's pid, wait for it, say how it ended."""
-    _start()
-    gc.collect()
-    gc.freeze()  # the imported objects: never scanned by a child's collections, so never copied into it
-    for line in sys.stdin:
-        request = json.loads(line)
+class _Server:
+    """Every caller's connection: one request line in, `{"pid": P}` and then `{"pid": P,
+    "returncode": R}` out. A caller that hangs up while its child runs has the child killed."""
+
+    def __init__(self, path: str, listener: socket.socket, idle_s: float):
+        self.path, self.listener, self.idle_s = path, listener, idle_s
+        self.inode = os.stat(path).st_ino
+        self.buffers: dict[socket.socket, bytes] = {}
+        self.pids: dict[socket.socket, int] = {}
+        self.callers: dict[int, socket.socket | None] = {}
+        self.wake_r, wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)  # a child's end wakes the loop at once
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, self._stop)
+        self.stopping = False
+        self.inherited = [listener.fileno(), self.wake_r, wake_w]
+
+    def serve(self) -> None:
+        idle_since = time.monotonic()
+        while True:
+            readable = select.select([self.listener, self.wake_r, *self.buffers], [], [], 1.0)[0]
+            for sock in readable:
+                if sock is self.listener:
+                    conn, _ = self.listener.accept()
+                    self.buffers[conn] = b""
+                elif sock == self.wake_r:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(self.wake_r, 4096)
+                else:
+                    self._read(sock)
+            self._reap()
+            if self.stopping:
+                return self._close()
+            if self.buffers or self.callers:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > self.idle_s or not self._still_named():
+                return self._close()
+
+    def _stop(self, *_: object) -> None:
+        """SIGTERM: leave at once, socket removed (children die with the server)."""
+        self.stopping = True
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            chunk = conn.recv(65536)
+        except OSError:
+            chunk = b""
+        if not chunk:  # the caller hung up: its child, if any, goes too
+            pid = self.pids.pop(conn, None)
+            if pid is not None:
+                self.callers[pid] = None
+                for kill in (os.killpg, os.kill):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        kill(pid, signal.SIGKILL)
+            del self.buffers[conn]
+            conn.close()
+            return
+        self.buffers[conn] += chunk
+        if b"\n" in self.buffers[conn] and conn not in self.pids:
+            line = self.buffers[conn].split(b"\n", 1)[0]
+            self._fork(conn, json.loads(line))
+
+    def _fork(self, conn: socket.socket, request: dict[str, Any]) -> None:
         _check_fresh()
+        inherited = [*self.inherited, *(c.fileno() for c in self.buffers)]
         pid = os.fork()
         if pid == 0:
-            _child(request)
-        _reply({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        _reply({"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+            forkserver_child.run(request, inherited)
+        self.pids[conn], self.callers[pid] = pid, conn
+        _send(conn, {"pid": pid})
+
+    def _reap(self) -> None:
+        while self.callers:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.callers.pop(pid, None)
+            if conn is not None:
+                self.pids.pop(conn, None)
+                _send(conn, {"pid": pid, "returncode": os.waitstatus_to_exitcode(status)})
+
+    def _still_named(self) -> bool:
+        """Whether the socket's path still leads here (removed or taken over: this server retires)."""
+        try:
+            return os.stat(self.path).st_ino == self.inode
+        except OSError:
+            return False
+
+    def _close(self) -> None:
+        if self._still_named():
+            with contextlib.suppress(OSError):
+                os.unlink(self.path)
+        self.listener.close()
+
+
+def serve(path: str, idle_s: float) -> None:
+    """Serve callers on the Unix socket `path` until no caller came for `idle_s` seconds."""
+    listener = _start(path)
+    gc.collect()
+    gc.freeze()  # the imported objects: never scanned by a child's collections, so never copied into it
+    _Server(path, listener, idle_s).serve()
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1], float(sys.argv[2]))

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 import sweeper
-from sweeper.measure import SPAWN_TIME_ENV
+from sweeper.measure import SPAWN_TIME_ENV, WORKER_PID_ENV
 from sweeper.measure.forkserver import NEEDS_CUDA_ENV
 from sweeper.results import traces
 from sweeper.run import aoti_runs, artifacts, forkserver_client
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
 PER_TRIAL_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "OMP_NUM_THREADS",
-                 "TORCH_TRACE", SPAWN_TIME_ENV)
+                 "TORCH_TRACE", SPAWN_TIME_ENV, WORKER_PID_ENV)
 """What differs between a trial's measuring processes: left out of the fork server's own environment."""
 _STDERR_TAIL = 2000
 
@@ -89,11 +89,20 @@ def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any],
     return env
 
 
+def _die_with_parent() -> None:
+    """Linux, in a new process before it runs anything: be killed when the thread that started it
+    ends (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _start_child(cpus: list[int] | None):
     """What the measuring process runs before Python starts: die with the worker, and keep to
     the trial's CPUs (inherited by everything it starts, inductor's compile workers included)."""
     def start() -> None:
-        forkserver_client.die_with_parent()
+        _die_with_parent()
         if cpus:
             os.sched_setaffinity(0, cpus)
     return start
@@ -133,20 +142,20 @@ def _run_subprocess(args: list[str], env: dict[str, str], err_file: Path, cpus: 
 
 def _run_forked(args: list[str], env: dict[str, str], err_file: Path, cpus: list[int] | None,
                 timeout_s: float) -> tuple[int, bool]:
-    """The same measuring process forked from this worker's fork server (imports already done), or
-    a new interpreter where that server cannot fork (it said why, once, in the worker's log)."""
+    """The same measuring process forked from the host's fork server (imports already done), or a
+    new interpreter where that server cannot fork (it said why, once, in the worker's log)."""
     try:
-        server = forkserver_client.server_for({k: v for k, v in env.items() if k not in PER_TRIAL_ENV})
+        child = forkserver_client.fork({k: v for k, v in env.items() if k not in PER_TRIAL_ENV}, args, env,
+                                       err_file, cpus)
     except forkserver_client.ForkServerUnusable:
         return _run_subprocess(args, env, err_file, cpus, timeout_s)
-    pid = server.start(args, env, err_file, cpus)
-    code = server.wait(max(timeout_s, 1.0))
-    if code is None:  # timed out: the server reaps it once killed
-        _kill_group(pid, alive=True)
-        code = server.wait(None)
-        return code, True
-    _kill_group(pid, alive=False)  # compile workers left in its group
-    return code, False
+    with child:
+        code = child.wait(max(timeout_s, 1.0))
+        if code is None:  # timed out: the server reaps it once killed
+            _kill_group(child.pid, alive=True)
+            return child.wait(None), True
+        _kill_group(child.pid, alive=False)  # compile workers left in its group
+        return code, False
 
 
 def _exit_text(code: int, stderr: str) -> str:
@@ -173,6 +182,7 @@ def run_process(payload: dict[str, Any], workdir: Path, cache_dir: Path, timeout
     env = _child_env(cache_dir, payload.get("import_path", []), payload["trial"]["measure"], cpus)
     t0 = time.monotonic()
     env[SPAWN_TIME_ENV] = repr(t0)  # the measuring process times its start-up from here (one monotonic clock)
+    env[WORKER_PID_ENV] = str(os.getpid())
     if not warm and payload["trial"]["measure"].get("trace"):
         env["TORCH_TRACE"] = str(cache_dir / "trace")  # wiped with the cache before each attempt
     if payload.get("device") == "cuda":

@@ -38,9 +38,9 @@ class Resources(Strict):
     leaves it. None: 1 on GPUs, where a launch-bound eager step follows the host's speed and a CUDA-graph
     replay does not; 0 on the CPU, where both arms slow alike. Grid sweeps only (a search picks its own)."""
     process_start: Literal["forkserver", "subprocess"] = "forkserver"
-    """How a measuring process starts: forked from its worker's fork server, which imported torch,
-    torchvision and transformers once and never ran anything (docs/measurement.md: what stays fresh), or as a new
-    Python interpreter that imports everything itself."""
+    """How a measuring process starts: forked from the host's fork server (one per environment, shared by the
+    host's workers), which imported torch, torchvision and transformers once and never ran anything
+    (docs/measurement.md: what stays fresh), or as a new Python interpreter that imports everything itself."""
 
     @field_validator("gpus_per_trial")
     @classmethod

@@ -87,7 +87,7 @@ class Cluster:
         self.killed.add(name)
 
     def node_of(self, pid: int) -> str:
-        """The node whose raylet started the process `pid` (workers and their measuring processes)."""
+        """The node whose raylet started the process `pid` (a Ray worker)."""
         for name in self.procs:
             with contextlib.suppress(AssertionError, psutil.NoSuchProcess):
                 if pid in {p.pid for p in self.raylet(name).children(recursive=True)}:
@@ -185,8 +185,9 @@ def test_a_node_killed_mid_trial_loses_no_row_and_the_trial_finishes_elsewhere(c
     try:
         wait_for("finished row", lambda: _part_rows(tmp_path) == 1, proc, log)
         wait_for("held trial measuring", lambda: marks.exists() and any(marks.iterdir()), proc, log)
-        held_pid = int(next(marks.iterdir()).name)
-        victim = cluster.node_of(held_pid)
+        mark = next(marks.iterdir())
+        held_pid = int(mark.name)
+        victim = cluster.node_of(int(mark.read_text()))  # its worker's node
         assert WORKERS[victim] == "T1", victim
         cluster.kill_raylet(victim)
         wait_for("lost attempt line", lambda: "lost attempt 1 of held" in log.read_text(), proc, log)

@@ -110,12 +110,12 @@ class _KillsRayWorker(_Fault):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         import psutil
 
-        # The Ray worker is the parent, or the grandparent when a fork server started this process.
-        workers = [p for p in psutil.Process().parents()[:2] if p.name().startswith("ray::")]
-        if not workers:  # never kill anything but a Ray worker
-            raise RuntimeError(f"not run by a Ray worker (parent is {psutil.Process(os.getppid()).name()!r})")
-        workers[0].kill()
-        time.sleep(60)  # the worker's death takes this process with it (PR_SET_PDEATHSIG, via the fork server)
+        # The Ray worker that asked for this process (its parent, or the fork server's caller)
+        worker = psutil.Process(int(os.environ["SWEEPER_WORKER_PID"]))
+        if not worker.name().startswith("ray::"):  # never kill anything but a Ray worker
+            raise RuntimeError(f"not run by a Ray worker (it is {worker.name()!r})")
+        worker.kill()
+        time.sleep(60)  # the worker's death takes this process with it (its fork server's caller hung up)
         return self.linear(x)
 
 

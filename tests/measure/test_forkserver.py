@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -88,7 +90,8 @@ def test_the_plain_subprocess_switch_still_starts_interpreters(tmp_path):
     assert not fact["forked"] and fact["ppid"] == os.getpid() and fact["pgid"] == fact["pid"]
 
 
-def test_a_fork_server_killed_under_a_trial_is_a_crashed_row_and_is_replaced(tmp_path):
+def test_a_fork_server_killed_under_a_trial_is_a_crashed_row_and_is_replaced(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_TEST_OWN_FORKSERVER", str(tmp_path))  # not the one other tests share
     facts_dir = tmp_path / "facts"
     facts_dir.mkdir()
     (trial,) = _probe_trials(facts_dir, "aot_eager", sleep_s=120)
@@ -108,6 +111,66 @@ def test_a_fork_server_killed_under_a_trial_is_a_crashed_row_and_is_replaced(tmp
     (quick,) = _probe_trials(facts_dir, "aot_eager")
     assert isolate.run_trial(_payload(quick), max_retries=0)["status"] == "ok"  # on a new server
     assert _facts(facts_dir)[-1]["ppid"] != child["ppid"]
+
+
+_WORKER = """
+import json, sys
+from sweeper.run import isolate
+print(json.dumps(isolate.run_trial(json.loads(sys.argv[1]), max_retries=0)), flush=True)
+"""
+
+
+def _worker(payload: dict, env: dict) -> subprocess.Popen:
+    """Another worker process running one trial, as a Ray worker would."""
+    return subprocess.Popen([sys.executable, "-c", _WORKER, json.dumps(payload)], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def _wait_for_facts(facts_dir: Path, count: int, proc: subprocess.Popen) -> list[dict]:
+    deadline = time.monotonic() + 300
+    while len(_facts(facts_dir)) < count:  # the child is building its model
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.1)
+    return _facts(facts_dir)
+
+
+def test_workers_share_the_hosts_server_and_a_worker_that_dies_takes_its_child_along(tmp_path, monkeypatch):
+    """A server outlives the worker that started it and serves the next one (as the workers of a
+    host and later sweeps would); killing a worker kills its measuring process, not the server."""
+    monkeypatch.setenv("SWEEPER_TEST_OWN_FORKSERVER", str(tmp_path))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(IMPORT_PATH)}
+    facts_dir = tmp_path / "facts"
+    facts_dir.mkdir()
+    (quick,) = _probe_trials(facts_dir, "aot_eager")
+    first = _worker(_payload(quick), env)
+    assert json.loads(first.communicate(timeout=600)[0])["status"] == "ok"
+    (slow,) = _probe_trials(facts_dir, "aot_eager", sleep_s=120)
+    second = _worker(_payload(slow), env)
+    one, two = _wait_for_facts(facts_dir, 2, second)
+    assert one["ppid"] == two["ppid"] and one["pid"] != two["pid"]  # the first worker's server, after it ended
+    second.kill()  # the worker dies while its child measures
+    second.wait()
+    psutil.wait_procs([psutil.Process(two["pid"])] if psutil.pid_exists(two["pid"]) else [], timeout=60)
+    assert not psutil.pid_exists(two["pid"])  # the child went with it
+    assert psutil.pid_exists(two["ppid"])  # the server stays for the next caller
+    third = _worker(_payload(quick), env)
+    assert json.loads(third.communicate(timeout=600)[0])["status"] == "ok"
+    assert _facts(facts_dir)[-1]["ppid"] == one["ppid"]
+
+
+def test_an_idle_server_retires(tmp_path, monkeypatch):
+    monkeypatch.setenv("SWEEPER_TEST_OWN_FORKSERVER", str(tmp_path))
+    monkeypatch.setenv("SWEEPER_FORKSERVER_IDLE_S", "1")
+    facts_dir = tmp_path / "facts"
+    facts_dir.mkdir()
+    (quick,) = _probe_trials(facts_dir, "aot_eager")
+    assert _in_a_thread(isolate.run_trial, _payload(quick), max_retries=0)["status"] == "ok"
+    (fact,) = _facts(facts_dir)
+    server = psutil.Process(fact["ppid"])
+    sock = Path(server.cmdline()[-2])
+    assert sock.suffix == ".sock" and sock.exists()
+    gone, alive = psutil.wait_procs([server], timeout=120)
+    assert gone and not alive and not sock.exists()  # no caller for a second: the server left, and its socket
 
 
 _GUARD_PROBE = """
@@ -162,7 +225,7 @@ def test_a_fork_guard_set_before_the_server_imports(tmp_path, monkeypatch, needs
     assert [r["status"] for r in rows] == ["ok", "ok"], [r["error"] for r in rows]
     facts = _facts(facts_dir)
     assert len(facts) == 2
-    refused = [why for key, why in forkserver_client._unusable.items() if str(tmp_path) in key[0]]
+    refused = [why for path, why in forkserver_client._unusable.values() if str(tmp_path) in path]
     if needs_cuda:
         assert not any(f["forked"] for f in facts)
         assert all(f["ppid"] == os.getpid() for f in facts)  # started by this worker, one interpreter each

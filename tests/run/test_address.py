@@ -193,7 +193,7 @@ def test_sigterm_mid_sweep_keeps_the_rows_and_leaves_no_process(head, tmp_path, 
     from sweeper.spec.trials import expand
 
     # New interpreters, whose command lines name their trials (a forked measuring process keeps its
-    # fork server's); that a fork server and its children die with their worker: test_forkserver.py.
+    # fork server's); that a measuring process dies with its worker and its fork server: test_forkserver.py.
     spec = tiny_spec("term", axes={"mode": ["eager"], "batch_size": [1, 2, 3, 4, 5, 6], "seq_len": [16]},
                      measure={"min_window_s": 0.6}, resources={"device": "cpu", "max_concurrent_trials": 1,
                                                               "process_start": "subprocess"})
