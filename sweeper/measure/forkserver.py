@@ -173,6 +173,7 @@ class _Server:
         self.buffers: dict[socket.socket, bytes] = {}
         self.pids: dict[socket.socket, int] = {}
         self.callers: dict[int, socket.socket | None] = {}
+        self.served: set[socket.socket] = set()
         self.wake_r, wake_w = os.pipe()
         os.set_blocking(self.wake_r, False)
         os.set_blocking(wake_w, False)
@@ -220,12 +221,15 @@ class _Server:
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         kill(pid, signal.SIGKILL)
             del self.buffers[conn]
+            self.served.discard(conn)
             conn.close()
             return
+        if conn in self.served:  # one request a connection: anything after it is not one
+            return
         self.buffers[conn] += chunk
-        if b"\n" in self.buffers[conn] and conn not in self.pids:
-            line = self.buffers[conn].split(b"\n", 1)[0]
-            self._fork(conn, json.loads(line))
+        if b"\n" in self.buffers[conn]:
+            self.served.add(conn)
+            self._fork(conn, json.loads(self.buffers[conn].split(b"\n", 1)[0]))
 
     def _fork(self, conn: socket.socket, request: dict[str, Any]) -> None:
         _check_fresh()
