@@ -11,13 +11,19 @@ import sys
 from typing import Any
 
 
+def die_with_parent() -> None:
+    """Linux, in a new process before it runs anything: be killed when the thread that started it
+    ends (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _become_trial(request: dict[str, Any]) -> None:
     """In the child, before any measuring code: session, death with the server, CPUs, environment."""
-    import ctypes
-
     os.setsid()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    die_with_parent()
     if request.get("cpus"):
         os.sched_setaffinity(0, request["cpus"])
     os.environ.clear()

@@ -28,11 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sweeper.measure import SPAWN_TIME_ENV, WORKER_PID_ENV
+
 log = logging.getLogger(__name__)
 START_TIMEOUT_S = 300.0
 """How long the server may take to import torch and friends (minutes on a loaded small host)."""
 IDLE_ENV = "SWEEPER_FORKSERVER_IDLE_S"
 """Seconds a server waits for its next caller before it exits (default 60)."""
+PER_TRIAL_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "OMP_NUM_THREADS",
+                 "TORCH_TRACE", SPAWN_TIME_ENV, WORKER_PID_ENV)
+"""What differs between a trial's measuring processes: left out of the fork server's own environment."""
 PER_WORKER_ENV = ("CUDA_VISIBLE_DEVICES",)
 PER_WORKER_PREFIXES = ("RAY_", "TUNE_")
 """What differs between workers of one host (their GPU, their Ray job and node, Tune's trial):
@@ -51,7 +56,8 @@ class ForkServerUnusable(RuntimeError):
 
 def server_env(env: dict[str, str]) -> dict[str, str]:
     """The environment a server for children with `env` runs in (what its key is made of)."""
-    return {k: v for k, v in env.items() if k not in PER_WORKER_ENV and not k.startswith(PER_WORKER_PREFIXES)}
+    return {k: v for k, v in env.items()
+            if k not in PER_TRIAL_ENV and k not in PER_WORKER_ENV and not k.startswith(PER_WORKER_PREFIXES)}
 
 
 def socket_path(env: dict[str, str]) -> Path:
@@ -118,16 +124,14 @@ _unusable: dict[Path, tuple[str, str]] = {}
 """Servers that said they cannot fork (socket -> (PYTHONPATH, why)), asked once per worker."""
 
 
-def fork(env: dict[str, str], argv: list[str], child_env: dict[str, str], stderr: Path,
-         cpus: list[int] | None) -> Child:
-    """Fork a measuring process running `python -m sweeper.measure ARGV` from the server for `env`
-    (the child's environment less what differs per trial); `child_env` is the child's own."""
+def fork(argv: list[str], env: dict[str, str], stderr: Path, cpus: list[int] | None) -> Child:
+    """Fork a measuring process running `python -m sweeper.measure ARGV` with the environment `env`
+    from the host's server for it (`server_env`)."""
+    request = json.dumps({"argv": argv, "env": env, "stderr": str(stderr), "cpus": cpus, "cwd": os.getcwd()}) + "\n"
     env = server_env(env)
     path = socket_path(env)
     if path in _unusable:
         raise ForkServerUnusable(_unusable[path][1])
-    request = json.dumps({"argv": argv, "env": child_env, "stderr": str(stderr), "cpus": cpus,
-                          "cwd": os.getcwd()}) + "\n"
     for attempt in (1, 2):
         conn = _connect(path) or _start(path, env)
         with contextlib.suppress(OSError):

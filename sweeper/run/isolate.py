@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 import sweeper
-from sweeper.measure import SPAWN_TIME_ENV, WORKER_PID_ENV
+from sweeper.measure import SPAWN_TIME_ENV, WORKER_PID_ENV, forkserver_child
 from sweeper.measure.forkserver import NEEDS_CUDA_ENV
 from sweeper.results import traces
 from sweeper.run import aoti_runs, artifacts, forkserver_client
@@ -38,9 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 RETRIED_STATUSES = ("crashed",)
-PER_TRIAL_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "TORCHINDUCTOR_COMPILE_THREADS", "OMP_NUM_THREADS",
-                 "TORCH_TRACE", SPAWN_TIME_ENV, WORKER_PID_ENV)
-"""What differs between a trial's measuring processes: left out of the fork server's own environment."""
 _STDERR_TAIL = 2000
 
 
@@ -89,20 +86,11 @@ def _child_env(cache_dir: Path, import_path: list[str], measure: dict[str, Any],
     return env
 
 
-def _die_with_parent() -> None:
-    """Linux, in a new process before it runs anything: be killed when the thread that started it
-    ends (PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(OSError, AttributeError):
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _start_child(cpus: list[int] | None):
     """What the measuring process runs before Python starts: die with the worker, and keep to
     the trial's CPUs (inherited by everything it starts, inductor's compile workers included)."""
     def start() -> None:
-        _die_with_parent()
+        forkserver_child.die_with_parent()
         if cpus:
             os.sched_setaffinity(0, cpus)
     return start
@@ -145,8 +133,7 @@ def _run_forked(args: list[str], env: dict[str, str], err_file: Path, cpus: list
     """The same measuring process forked from the host's fork server (imports already done), or a
     new interpreter where that server cannot fork (it said why, once, in the worker's log)."""
     try:
-        child = forkserver_client.fork({k: v for k, v in env.items() if k not in PER_TRIAL_ENV}, args, env,
-                                       err_file, cpus)
+        child = forkserver_client.fork(args, env, err_file, cpus)
     except forkserver_client.ForkServerUnusable:
         return _run_subprocess(args, env, err_file, cpus, timeout_s)
     with child:
