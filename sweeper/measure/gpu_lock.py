@@ -5,10 +5,12 @@ shares its GPU holds this lock (an `flock` on a per-host file named by the GPU's
 of its work to its end: *shared* for its untimed GPU work (model build, references, warm-ups,
 accuracy checks), which may overlap a neighbour's untimed work, and *exclusive* while it times
 windows (`timing`), which waits for every neighbour's GPU work to end and keeps it out meanwhile.
-It lets go of it only while it compiles: the compiling call (dynamo and inductor on the CPU; its
-first execution, a few milliseconds of GPU work, may land in a neighbour's window). An autotuning
-compile benchmarks kernels on the GPU, so it keeps the lock. The kernel releases a dead holder's
-lock. A process that does not share its GPU holds nothing and waits for nothing.
+It lets go of it while it compiles: the compiling call (dynamo and inductor on the CPU; its first
+execution, a few milliseconds of GPU work, may land in a neighbour's window), for good when nothing
+on the GPU follows (a warm compile's process); and it holds it shared while its timing waits for the
+host's fast CPU state between windows (`shared_meanwhile`). An autotuning compile benchmarks kernels
+on the GPU, so it keeps the lock. The kernel releases a dead holder's lock. A process that does not
+share its GPU holds nothing and waits for nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class GpuLock:
         self._fd: int | None = None
         self._alone = False  # inside `timing`
         self._since = 0.0
+        self._lent_s = 0.0  # inside `timing`, the seconds `shared_meanwhile` held it shared
 
     @property
     def holding(self) -> bool:
@@ -72,12 +75,12 @@ class GpuLock:
             self._flock(self._fd, fcntl.LOCK_EX)
         else:
             self.acquire(exclusive=True)
-        start, self._alone = time.monotonic(), True
+        start, self._alone, self._lent_s = time.monotonic(), True, 0.0
         try:
             yield
         finally:
             self._alone = False
-            self.exclusive_s += time.monotonic() - start
+            self.exclusive_s += time.monotonic() - start - self._lent_s
             if held:  # back to shared (flock converts by letting go first: a neighbour may come between)
                 self._flock(self._fd, fcntl.LOCK_SH)
             else:
@@ -91,14 +94,31 @@ class GpuLock:
         self._fd = None
 
     @contextlib.contextmanager
-    def released(self) -> Iterator[None]:
-        """Let go of the GPU for the block (if held), then wait for it again."""
+    def shared_meanwhile(self) -> Iterator[bool]:
+        """Inside `timing`: the GPU shared for the block (a wait between windows, no GPU work of this
+        process), so that neighbours' untimed work runs meanwhile; then alone again. Yields whether it
+        was shared: outside `timing`, or on a GPU of its own, nothing changes."""
+        if self.key is None or not self._alone:
+            yield False
+            return
+        start = time.monotonic()
+        self._flock(self._fd, fcntl.LOCK_SH)  # exclusive -> shared
+        try:
+            yield True
+        finally:
+            self._flock(self._fd, fcntl.LOCK_EX)  # waits for the neighbours' untimed work to end
+            self._lent_s += time.monotonic() - start
+
+    @contextlib.contextmanager
+    def released(self, again: bool = True) -> Iterator[None]:
+        """Let go of the GPU for the block (if held), then wait for it again (with `again`; without,
+        the process has no more GPU work and leaves it to its neighbours)."""
         held = self.holding
         self.release()
         try:
             yield
         finally:
-            if held:
+            if held and again:
                 self.acquire()
 
     def as_row(self) -> dict[str, Any]:
@@ -129,9 +149,22 @@ def hold(key: str | None, lock_dir: Path | None = None) -> GpuLock:
     return _CURRENT
 
 
-def released_while_compiling(mode: str) -> contextlib.AbstractContextManager[None]:
-    """Around a compiling call: the GPU is free for a neighbour meanwhile, unless the mode autotunes."""
-    return contextlib.nullcontext() if mode in AUTOTUNING_MODES else _CURRENT.released()
+@contextlib.contextmanager
+def released_while_compiling(mode: str, again: bool = True) -> Iterator[None]:
+    """Around a compiling call: the GPU is free for a neighbour meanwhile, unless the mode autotunes;
+    without `again` (nothing on the GPU follows), free after it as well."""
+    if mode not in AUTOTUNING_MODES:
+        with _CURRENT.released(again):
+            yield
+        return
+    yield
+    if not again:
+        _CURRENT.release()
+
+
+def shared_meanwhile() -> contextlib.AbstractContextManager[bool]:
+    """Inside timed windows' hold, around a wait between them: neighbours' untimed GPU work may run."""
+    return _CURRENT.shared_meanwhile()
 
 
 def timing() -> contextlib.AbstractContextManager[None]:

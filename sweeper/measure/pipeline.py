@@ -250,12 +250,13 @@ def measure_warm(wb: Workbench, row: dict[str, Any], steady_step_s: float | None
     steady step: the cold process's (`steady_step_s`, the step its own compile_s left out), else
     timed here."""
     compiled = compile_model(wb)
-    with compile_marker(), gpu_lock.released_while_compiling(wb.trial.mode):
+    then_timed = steady_step_s is None  # else this process's GPU work ends with the first call
+    with compile_marker(), gpu_lock.released_while_compiling(wb.trial.mode, again=then_timed):
         try:
             first, _ = timed_call(lambda: wb.first(compiled), wb.device)
         except Exception as e:
             raise classify(e, "compile") from e
-    if steady_step_s is None:
+    if then_timed:
         m = wb.trial.measure
         iters = calibrate(lambda: wb.step(compiled), wb.device, m.warmup_iters, m.min_window_iters, m.min_window_s)
         with gpu_lock.timing():

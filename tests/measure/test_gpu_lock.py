@@ -10,10 +10,11 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
-from sweeper.measure import gpu_lock
+from sweeper.measure import gpu_lock, matching, witness
 from sweeper.measure import process as measure
 from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
@@ -142,6 +143,43 @@ def test_the_gpu_is_free_while_compiling_unless_the_compile_autotunes(lock_dir):
     lock.release()
     assert other.holds_within(STARTS_WITHIN_S)
     other.wait()
+
+
+def test_a_process_whose_gpu_work_ended_with_its_compile_leaves_the_gpu_to_its_neighbours(lock_dir):
+    """A warm compile's process times nothing after its first call: it does not wait for the GPU again."""
+    for mode in ("default", "max-autotune"):
+        lock = gpu_lock.hold("GPU-test", lock_dir)
+        with gpu_lock.released_while_compiling(mode, again=False):
+            pass
+        assert not lock.holding
+        neighbour = _holder(lock_dir, "GPU-test", 0.0, wait=False)  # a neighbour timing: at once
+        assert neighbour.holds_within(STARTS_WITHIN_S)
+        neighbour.wait()
+
+
+def test_waiting_for_the_hosts_fast_state_lends_the_gpu_to_neighbours_untimed_work(lock_dir, monkeypatch, tmp_path):
+    """Between timed windows the host-speed gate waits holding the GPU shared: a neighbour's build or
+    warm-up runs meanwhile; the windows after it have the GPU alone again, and the lent seconds do not
+    count as held alone."""
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    lock = gpu_lock.hold("GPU-test", lock_dir)
+    neighbour = _Neighbour(lock_dir, "GPU-test", 0.5, shared=True)  # its untimed work: 0.5 s once it has the GPU
+    monkeypatch.setattr(witness, "probe_ms", lambda: 1.0 if neighbour._held.is_set() else 1.6)  # slow until then
+    gate = matching.HostGate(wait_s=STARTS_WITHIN_S, ref_ms=1.0)
+    t0 = time.monotonic()
+    with gpu_lock.timing():
+        assert gate() == 1.0 and gate.waited_s > 0  # the neighbour came in during the wait
+        other = _holder(lock_dir, "GPU-test", 0.0, wait=False, shared=True)
+        assert not other.holds_within(0.5)  # alone again for the windows
+    timing_s = time.monotonic() - t0
+    assert other.holds_within(STARTS_WITHIN_S)
+    other.wait()
+    neighbour.wait()
+    assert lock.exclusive_s <= timing_s - 0.5  # lent at least the neighbour's 0.5 s: not counted as alone
+    lock.release()
+    own = gpu_lock.hold(None, lock_dir)  # a GPU of its own: the gate lends nothing, judges its own readings
+    with gpu_lock.timing(), gpu_lock.shared_meanwhile() as lent:
+        assert not lent and not own.holding
 
 
 def test_a_dead_holders_lock_is_free_at_once(lock_dir):
