@@ -1,7 +1,8 @@
 """Alternated windows compared at the same host speed: which pairs a speedup may use.
 
 Pair i is window i of each arm, timed back to back. It is *fast* when every window of it read the
-host's fast state (`witness`), *slow* when every one read slow; mixed pairs count for neither.
+host's fast state (`witness`) and no other trial on the host compiled during it (`neighbours`),
+*slow* when every one read slow; other pairs count for neither.
 The headline figures use the fast pairs (at least MIN_MATCHED_PAIRS of them: else the host ran
 slow through the trial, and the headline falls back to all pairs, saying so); the slow pairs
 give the speedup in the slow state beside it. When too few pairs are fast, more are timed, up to
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sweeper.measure import gpu_lock, witness
+from sweeper.measure.neighbours import neighbours_compiling
 from sweeper.measure.timing import Arm, WindowStats, run_interleaved
 
 MIN_MATCHED_PAIRS = 5
@@ -87,12 +89,16 @@ class Matched:
 
     @classmethod
     def of(cls, arms: list[WindowStats], ref_ms: float | None = None) -> Matched:
-        readings = [r for a in arms for r in a.witness_ms]
-        ref = ref_ms if ref_ms is not None else witness.reference_ms(readings)
+        """A pair is fast when every arm's window read the fast state and no neighbour compiled
+        during either (a compile on the host's other cores slows a launch-bound step, and the
+        witness reads it slow only in part); busy windows' readings do not make the reference."""
         n = len(arms[0].window_s)
+        busy = [any(a.busy[i] for a in arms if a.busy) for i in range(n)]
+        quiet = [a.witness_ms[i] for a in arms for i in range(n) if not busy[i]]
+        ref = ref_ms if ref_ms is not None else witness.reference_ms(quiet or [r for a in arms for r in a.witness_ms])
         states = [[witness.is_slow(a.witness_ms[i], ref) for a in arms] for i in range(n)]
         steady = all(unmoved_by_host(a, ref) for a in arms)
-        return cls(arms, ref, [i for i, s in enumerate(states) if not any(s)],
+        return cls(arms, ref, [i for i, s in enumerate(states) if not any(s) and not busy[i]],
                    [i for i, s in enumerate(states) if all(s)], steady)
 
     @property
@@ -160,6 +166,7 @@ class HostGate:
 
     def __init__(self, wait_s: float, ref_ms: float | None = None):
         self.left_s, self.waited_s = wait_s, 0.0
+        self.quiet = gpu_lock.current().key is not None  # a shared GPU: waits for neighbours' compiles too
         self.ref_ms = ref_ms or witness.host_fast_ms() or witness.own_fast_ms(self._survey())
 
     @staticmethod
@@ -178,16 +185,21 @@ class HostGate:
         theirs for untimed work (`gpu_lock.shared_meanwhile`); once alone again, it reads anew.
         The wait for the GPU is the lock's (`gpu_lock_wait_s`), not the host's."""
         reading = witness.probe_ms()
-        while witness.is_slow(reading, self.ref_ms) and self.left_s > 0:
+        while self._unsettled(reading) and self.left_s > 0:
             with gpu_lock.shared_meanwhile() as lent:
                 reading = self._wait_fast(reading)
             if lent:  # the neighbours' untimed work may have run long: the round starts from a new reading
                 reading = witness.probe_ms()
         return reading
 
+    def _unsettled(self, reading: float) -> bool:
+        """The host reads slow, or (on a GPU shared with other trials) a neighbour is compiling:
+        the wait lends it the GPU, and its compile, CPU work of seconds, ends on its own."""
+        return witness.is_slow(reading, self.ref_ms) or (self.quiet and neighbours_compiling() > 0)
+
     def _wait_fast(self, reading: float) -> float:
         t0 = time.perf_counter()
-        while witness.is_slow(reading, self.ref_ms) and time.perf_counter() - t0 < self.left_s:
+        while self._unsettled(reading) and time.perf_counter() - t0 < self.left_s:
             time.sleep(GATE_PAUSE_S)
             reading = witness.probe_ms()
         spent = time.perf_counter() - t0

@@ -60,14 +60,15 @@ class BusyWindows:
     def __init__(self, marker_dir: Path | None = None):
         self.marker_dir, self.windows, self.busy = marker_dir, 0, 0
         self._before = 0
+        self.last = False  # whether a neighbour compiled during the window looked at last
 
     def before(self) -> None:
         self._before = neighbours_compiling(self.marker_dir)
 
     def after(self) -> None:
         self.windows += 1
-        if self._before or neighbours_compiling(self.marker_dir):
-            self.busy += 1
+        self.last = bool(self._before or neighbours_compiling(self.marker_dir))
+        self.busy += self.last
 
     @property
     def busy_pct(self) -> float | None:

@@ -53,7 +53,8 @@ class Context:
         watch = _Watch(self.busy, mem, self.gpu)
         clock = self.gpu.clock_mhz if self.gpu is not None else None
         launch = witness.launch_probe(self.wb.device) if self.wb.device.type == "cuda" else None
-        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock, launch), watch
+        return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock, launch,
+                   lambda: self.busy.last), watch
 
 
 @dataclass

@@ -45,20 +45,22 @@ class WindowStats:
     """Per window: the GPU's SM clock read as the window ended (empty on CPU or without NVML)."""
     launch_ms: list[float] = field(default_factory=list)
     """Per window: the launch witness read just before it (`witness.launch_probe`; empty on CPU)."""
+    busy: list[bool] = field(default_factory=list)
+    """Per window: whether another trial on the host compiled during it (empty: not watched)."""
 
     def subset(self, windows: list[int]) -> WindowStats:
         """The same measurement restricted to the given windows (by index)."""
         n = self.iters_per_window
-        return WindowStats([self.window_s[k] for k in windows],
-                           [s for k in windows for s in self.iter_s[k * n:(k + 1) * n]], n,
-                           [self.witness_ms[k] for k in windows] if self.witness_ms else [],
-                           [self.clock_mhz[k] for k in windows] if self.clock_mhz else [],
-                           [self.launch_ms[k] for k in windows] if self.launch_ms else [])
+
+        def pick(xs: list) -> list:
+            return [xs[k] for k in windows] if xs else []
+        return WindowStats(pick(self.window_s), [s for k in windows for s in self.iter_s[k * n:(k + 1) * n]], n,
+                           pick(self.witness_ms), pick(self.clock_mhz), pick(self.launch_ms), pick(self.busy))
 
     def extended(self, more: WindowStats) -> WindowStats:
         return WindowStats(self.window_s + more.window_s, self.iter_s + more.iter_s, self.iters_per_window,
                            self.witness_ms + more.witness_ms, self.clock_mhz + more.clock_mhz,
-                           self.launch_ms + more.launch_ms)
+                           self.launch_ms + more.launch_ms, self.busy + more.busy)
 
     @property
     def median_clock_mhz(self) -> float | None:
@@ -149,6 +151,8 @@ class Arm:
     """Read as each window ends, before `after`: the GPU's SM clock (None: not read)."""
     launch: Callable[[], float] | None = None
     """Read just before each window, after the CPU witness: the launch witness (None: not read)."""
+    busy: Callable[[], bool] | None = None
+    """Read after `after`: whether a neighbour compiled during the window just timed (None: not watched)."""
 
 
 def run_interleaved(arms: list[Arm], windows: int,
@@ -165,6 +169,7 @@ def run_interleaved(arms: list[Arm], windows: int,
     iter_s: list[list[float]] = [[] for _ in arms]
     clocks: list[list[float | None]] = [[] for _ in arms]
     launches: list[list[float]] = [[] for _ in arms]
+    busy: list[list[bool]] = [[] for _ in arms]
     readings: list[float] = []  # the witness before each window, in timing order, then one after the last
     for _ in range(windows):
         first = before_round()  # the round's first witness reading (a gate may wait for a fast one)
@@ -177,11 +182,13 @@ def run_interleaved(arms: list[Arm], windows: int,
             if arm.clock is not None:
                 clocks[k].append(arm.clock())
             arm.after()
+            if arm.busy is not None:
+                busy[k].append(arm.busy())
             iter_s[k].extend(laps)
             window_s[k].append(sum(laps))
     readings.append(witness.probe_ms())
     around = [max(a, b) for a, b in itertools.pairwise(readings)]  # a window's: the slower of its two
-    return [WindowStats(w, i, arm.iters, around[k::len(arms)], clocks[k], launches[k])
+    return [WindowStats(w, i, arm.iters, around[k::len(arms)], clocks[k], launches[k], busy[k])
             for k, (w, i, arm) in enumerate(zip(window_s, iter_s, arms, strict=True))]
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from sweeper.measure import gpu_lock, matching, witness
+from sweeper.measure import gpu_lock, matching, neighbours, witness
 from sweeper.measure import process as measure
 from sweeper.spec.sweep_spec import SpecError, parse_spec
 from sweeper.spec.trials import expand
@@ -180,6 +180,36 @@ def test_waiting_for_the_hosts_fast_state_lends_the_gpu_to_neighbours_untimed_wo
     own = gpu_lock.hold(None, lock_dir)  # a GPU of its own: the gate lends nothing, judges its own readings
     with gpu_lock.timing(), gpu_lock.shared_meanwhile() as lent:
         assert not lent and not own.holding
+
+
+def test_on_a_shared_gpu_the_gate_waits_for_a_neighbours_compile_to_end(lock_dir, monkeypatch, tmp_path):
+    """A neighbour compiling on the host's other cores slows a launch-bound step: a trial sharing its
+    GPU waits for the compile to end (lending the GPU meanwhile); one with a GPU of its own does not."""
+    markers = tmp_path / "compiling"
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    monkeypatch.setattr(neighbours, "MARKER_DIR", markers)
+    monkeypatch.setattr(witness, "probe_ms", lambda: 1.0)  # the host reads fast throughout
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from sweeper.measure.neighbours import compile_marker
+        with compile_marker(Path({str(markers)!r})):
+            print("compiling", flush=True)
+            sys.stdin.readline()
+    """)
+    compiling = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True)
+    assert compiling.stdout.readline().strip() == "compiling"
+    own = gpu_lock.hold(None, lock_dir)
+    with gpu_lock.timing():
+        alone = matching.HostGate(wait_s=STARTS_WITHIN_S, ref_ms=1.0)
+        assert alone() == 1.0 and alone.waited_s == 0.0  # a GPU of its own: the compile is not waited for
+    own.release()
+    gpu_lock.hold("GPU-test", lock_dir)
+    threading.Timer(1.0, lambda: compiling.communicate("done\n")).start()  # the compile ends in about 1 s
+    with gpu_lock.timing():
+        gate = matching.HostGate(wait_s=STARTS_WITHIN_S, ref_ms=1.0)
+        assert gate() == 1.0 and gate.waited_s >= 0.7
+    assert compiling.wait() == 0 and neighbours.neighbours_compiling() == 0
 
 
 def test_a_dead_holders_lock_is_free_at_once(lock_dir):

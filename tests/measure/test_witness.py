@@ -8,12 +8,15 @@ import gc
 import itertools
 import json
 import statistics
+import subprocess
+import sys
 import weakref
 
 import pytest
 import torch
 
 from sweeper.measure import matching, timing, witness
+from sweeper.measure.neighbours import BusyWindows
 from sweeper.measure.timing import Arm, WindowStats
 
 
@@ -78,6 +81,47 @@ def test_a_pair_with_one_slow_window_counts_for_neither_state():
     assert m.fast == [0, 3, 4] and m.slow == [2]
     assert m.state == "slow" and m.headline(0) is eager  # too few fast pairs: every pair, said so
     assert matching.slow_arms(m) is None
+
+
+def test_a_pair_timed_while_a_neighbour_compiled_is_not_fast_and_does_not_make_the_reference(monkeypatch, tmp_path):
+    """On one H100 two trials sharing the GPU timed a launch-bound eager step up to 1.6x slower while
+    the other compiled on its own CPUs; the witness read 2.2-2.6 ms against 1.4-1.5 ms, yet most such
+    windows judged fast (by a reference made of them too): reduce-overhead's speedups came out 15-54% high."""
+    monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    quiet, busy = 1.0, 1.15  # the witness reads the neighbour's compile in part: under SLOW_FACTOR
+    flags = [False, True, True, False, True, False, False, True, False, False]
+    readings = [busy if b else quiet for b in flags]
+    eager = _stats([15.0 if b else 10.0 for b in flags], readings)
+    compiled = _stats([4.0] * 10, readings)
+    eager.busy, compiled.busy = flags, [False] * 10  # either window of a pair makes it busy
+    m = matching.Matched.of([eager, compiled])
+    assert m.fast == [0, 3, 5, 6, 8, 9] and m.state == "fast"
+    assert m.ref_ms == pytest.approx(quiet)  # the quiet windows' readings, not the busy ones'
+    assert matching.speedup(m.headline(0), m.headline(1)) == pytest.approx(2.5)  # 3.75 in the busy pairs
+    unwatched = _stats([15.0 if b else 10.0 for b in flags], readings)  # no neighbour watch: as before
+    assert len(matching.Matched.of([unwatched, _stats([4.0] * 10, readings)], ref_ms=quiet).fast) == 10
+
+
+def test_interleaved_windows_say_which_ran_while_a_neighbour_compiled(tmp_path):
+    neighbour = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        watch = BusyWindows(tmp_path)
+        marks = iter([True, False, False, True])  # before window 1 and 4: a neighbour's compile marker
+
+        def before() -> None:
+            marker = tmp_path / str(neighbour.pid)
+            if next(marks):
+                marker.touch()
+            else:
+                marker.unlink(missing_ok=True)
+            watch.before()
+        arm = Arm(lambda: [0.001], 1, before, watch.after, busy=lambda: watch.last)
+        stats = timing.run_interleaved([arm], 4)[0]
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+    assert stats.busy == [True, False, False, True] and watch.busy_pct == 50.0
+    assert stats.subset([0, 1]).busy == [True, False] and stats.extended(stats).busy == stats.busy * 2
 
 
 class _Host:
