@@ -27,7 +27,7 @@ from sweeper.analysis.frames import prepare
 from sweeper.results.store import read_results
 
 REPEAT_ARMS = ("ungated", "gated", "consensus", "precision/repeats", "reference", "placement/hop_gate", "h100/repeats",
-               "final", "h100_steady/repeats", "h100_same/repeats")
+               "final", "h100_steady/repeats", "h100_same/repeats", "h100_lend/repeats")
 """Arms with repeats of launch_bound.yaml (r1, r2, r3; the final arm five)."""
 
 
