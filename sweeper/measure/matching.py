@@ -1,8 +1,8 @@
 """Alternated windows compared at the same host speed: which pairs a speedup may use.
 
 Pair i is window i of each arm, timed back to back. It is *fast* when every window of it read the
-host's fast state (`witness`) and no other trial on the host compiled during it (`neighbours`),
-*slow* when every one read slow; other pairs count for neither.
+host's fast state (`witness`) and no other trial compiled during it where that is watched (a GPU
+shared with other trials: `neighbours`), *slow* when every one read slow; other pairs count for neither.
 The headline figures use the fast pairs (at least MIN_MATCHED_PAIRS of them: else the host ran
 slow through the trial, and the headline falls back to all pairs, saying so); the slow pairs
 give the speedup in the slow state beside it. When too few pairs are fast, more are timed, up to
@@ -93,12 +93,12 @@ class Matched:
         during either (a compile on the host's other cores slows a launch-bound step, and the
         witness reads it slow only in part); busy windows' readings do not make the reference."""
         n = len(arms[0].window_s)
-        busy = [any(a.busy[i] for a in arms if a.busy) for i in range(n)]
-        quiet = [a.witness_ms[i] for a in arms for i in range(n) if not busy[i]]
+        busy = {i for i in range(n) if any(a.busy[i] for a in arms if a.busy)}
+        quiet = [a.witness_ms[i] for a in arms for i in range(n) if i not in busy]
         ref = ref_ms if ref_ms is not None else witness.reference_ms(quiet or [r for a in arms for r in a.witness_ms])
         states = [[witness.is_slow(a.witness_ms[i], ref) for a in arms] for i in range(n)]
         steady = all(unmoved_by_host(a, ref) for a in arms)
-        return cls(arms, ref, [i for i, s in enumerate(states) if not any(s) and not busy[i]],
+        return cls(arms, ref, [i for i, s in enumerate(states) if not any(s) and i not in busy],
                    [i for i, s in enumerate(states) if all(s)], steady)
 
     @property
@@ -129,6 +129,12 @@ class Matched:
         return any(e is None or e > target_pct for e in errors)
 
     @property
+    def busy_pairs(self) -> list[int]:
+        """The pairs during which a watched neighbour compiled (never fast)."""
+        n = len(self.arms[0].window_s)
+        return [i for i in range(n) if any(a.busy[i] for a in self.arms if a.busy)]
+
+    @property
     def slow_windows_pct(self) -> float:
         flags = [witness.is_slow(r, self.ref_ms) for a in self.arms for r in a.witness_ms]
         return 100.0 * sum(flags) / len(flags) if flags else 0.0
@@ -151,6 +157,7 @@ class Matched:
             **{f"{p or 'compiled_'}witness_ms": [round(x, 4) for x in a.witness_ms] for p, a in arms},
             **{f"{p or 'compiled_'}clock_mhz": a.clock_mhz for p, a in arms if a.clock_mhz},
             **{f"{p or 'compiled_'}launch_ms": [round(x, 4) for x in a.launch_ms] for p, a in arms if a.launch_ms},
+            **({"busy_pairs": self.busy_pairs} if any(a.busy for a in self.arms) else {}),
         })
         return row
 

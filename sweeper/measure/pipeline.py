@@ -49,12 +49,15 @@ class Context:
         return MemoryTracker(self.wb.device, self.need)
 
     def arm(self, module: torch.nn.Module, iters: int, mem: MemoryTracker | None = None) -> tuple[Arm, _Watch]:
-        """An arm whose windows are watched for compiling neighbours (and for memory, if given)."""
+        """An arm whose windows are watched for compiling neighbours (and for memory, if given). On a
+        GPU shared with other trials, a window a neighbour compiled in makes its pair not fast
+        (`matching.Matched.of`): there the sweep itself puts a compile beside the windows."""
         watch = _Watch(self.busy, mem, self.gpu)
         clock = self.gpu.clock_mhz if self.gpu is not None else None
         launch = witness.launch_probe(self.wb.device) if self.wb.device.type == "cuda" else None
+        shared = gpu_lock.current().key is not None
         return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock, launch,
-                   lambda: self.busy.last), watch
+                   (lambda: self.busy.last) if shared else None), watch
 
 
 @dataclass

@@ -4,6 +4,7 @@ the spec and Ray resources that turn it on."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -248,8 +249,10 @@ def test_a_sharing_trials_row_records_its_wait(lock_dir, tmp_path, monkeypatch):
     assert row["trials_per_gpu"] == 2 and row["gpu_lock_wait_s"] >= 0.5 and row["gpu_lock_held_s"] > 0
     assert 0 < row["gpu_lock_exclusive_s"] < row["gpu_lock_held_s"]  # its windows alone, its build shared
     assert not gpu_lock.current().holding  # let go when the row is written
+    assert json.loads(row["windows_json"])["busy_pairs"] == []  # watched for compiling neighbours: none
     alone = measure.run({"trial": eager.to_dict(), "device": "cpu"}, tmp_path / "alone.json")
     assert alone["trials_per_gpu"] == 1 and alone["gpu_lock_wait_s"] is None
+    assert "busy_pairs" not in json.loads(alone["windows_json"])  # a GPU of its own: neighbours only counted
 
 
 @pytest.mark.parametrize(("resources", "message"), [

@@ -98,6 +98,7 @@ def test_a_pair_timed_while_a_neighbour_compiled_is_not_fast_and_does_not_make_t
     assert m.fast == [0, 3, 5, 6, 8, 9] and m.state == "fast"
     assert m.ref_ms == pytest.approx(quiet)  # the quiet windows' readings, not the busy ones'
     assert matching.speedup(m.headline(0), m.headline(1)) == pytest.approx(2.5)  # 3.75 in the busy pairs
+    assert m.busy_pairs == [1, 2, 4, 7] == json.loads(m.row(["eager_", ""])["windows_json"])["busy_pairs"]
     unwatched = _stats([15.0 if b else 10.0 for b in flags], readings)  # no neighbour watch: as before
     assert len(matching.Matched.of([unwatched, _stats([4.0] * 10, readings)], ref_ms=quiet).fast) == 10
 
