@@ -20,6 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = sorted(p.parent for p in (ROOT / "studies").rglob("results.parquet"))
 
 
+def _study(path: Path) -> str:
+    return path.relative_to(ROOT / "studies").parts[0]
+
+
+FAST_TIER = {next(p for p in COMMITTED if _study(p) == name) for name in {_study(p) for p in COMMITTED}}
+"""One result set per study in the fast tier; the full suite checks every one (over a hundred)."""
+
+
 def report_choices(df: pd.DataFrame) -> dict[str, str | None]:
     data = explore.with_view_columns(rows.prepare(df))
     summary = report.context_summary(data)
@@ -34,7 +42,8 @@ def recommend_choices(df: pd.DataFrame) -> dict[str, str | None]:
     return out
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.relative_to(ROOT)) for p in COMMITTED])
+@pytest.mark.parametrize("path", [pytest.param(p, id=str(p.relative_to(ROOT)),
+                                                 marks=() if p in FAST_TIER else pytest.mark.slow) for p in COMMITTED])
 def test_report_choice_is_what_recommend_prints_on_committed_results(path: Path) -> None:
     df = read_results([path])
     from_report = report_choices(df)

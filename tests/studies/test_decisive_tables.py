@@ -19,12 +19,14 @@ def tables() -> dict[str, str]:
             "matched speed": repeat_coverage.matched_table(df)}
 
 
+@pytest.mark.slow  # regenerates every table from all the study's committed sweeps (seconds)
 def test_the_study_page_matches_the_committed_rows(tables) -> None:
     page = (ROOT / "README.md").read_text()
     for name, part in tables.items():
         assert part in page, f"{name}: run python -m studies.decisive.drift_between, update the study's README"
 
 
+@pytest.mark.slow  # the same tables
 def test_drift_between_processes_no_longer_blocks_but_other_causes_do(tables) -> None:
     table = tables["sweeps"].splitlines()
     assert table[-1] == "| **all** | **230** | **57** | **53** | **4** |"
