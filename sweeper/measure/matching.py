@@ -89,11 +89,11 @@ class Matched:
 
     @classmethod
     def of(cls, arms: list[WindowStats], ref_ms: float | None = None) -> Matched:
-        """A pair is fast when every arm's window read the fast state and no neighbour compiled
-        during either (a compile on the host's other cores slows a launch-bound step, and the
-        witness reads it slow only in part); busy windows' readings do not make the reference."""
+        """A pair is fast when every arm's window read the fast state and no watched neighbour
+        compiled during either (a compile on the host's other cores slows a launch-bound step, and
+        the witness reads it slow only in part); busy windows' readings do not make the reference."""
         n = len(arms[0].window_s)
-        busy = {i for i in range(n) if any(a.busy[i] for a in arms if a.busy)}
+        busy = set(_busy_pairs(arms))
         quiet = [a.witness_ms[i] for a in arms for i in range(n) if i not in busy]
         ref = ref_ms if ref_ms is not None else witness.reference_ms(quiet or [r for a in arms for r in a.witness_ms])
         states = [[witness.is_slow(a.witness_ms[i], ref) for a in arms] for i in range(n)]
@@ -131,8 +131,7 @@ class Matched:
     @property
     def busy_pairs(self) -> list[int]:
         """The pairs during which a watched neighbour compiled (never fast)."""
-        n = len(self.arms[0].window_s)
-        return [i for i in range(n) if any(a.busy[i] for a in self.arms if a.busy)]
+        return _busy_pairs(self.arms)
 
     @property
     def slow_windows_pct(self) -> float:
@@ -160,6 +159,10 @@ class Matched:
             **({"busy_pairs": self.busy_pairs} if any(a.busy for a in self.arms) else {}),
         })
         return row
+
+
+def _busy_pairs(arms: list[WindowStats]) -> list[int]:
+    return [i for i in range(len(arms[0].window_s)) if any(a.busy[i] for a in arms if a.busy)]
 
 
 def speedup(base: WindowStats, new: WindowStats) -> float:
