@@ -85,7 +85,7 @@ def test_a_pair_with_one_slow_window_counts_for_neither_state():
 
 def test_a_pair_timed_while_a_neighbour_compiled_is_not_fast_and_does_not_make_the_reference(monkeypatch, tmp_path):
     """On one H100 two trials sharing the GPU timed a launch-bound eager step 1.5-1.7x slower while
-    the other compiled on its own CPUs; the witness read 2.2-2.6 ms against 1.4-1.5 ms, yet most such
+    the other compiled on its own CPUs; the witness read 2.2-2.6 ms against 1.4-1.6 ms, yet most such
     windows judged fast (by a reference made of them too): reduce-overhead's speedups came out 15-54% high."""
     monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
     quiet, busy = 1.0, 1.15  # the witness reads the neighbour's compile in part: under SLOW_FACTOR
