@@ -25,7 +25,7 @@ def _study(path: Path) -> str:
 
 
 FAST_TIER = {next(p for p in COMMITTED if _study(p) == name) for name in {_study(p) for p in COMMITTED}}
-"""One result set per study in the fast tier; the full suite checks every one (over a hundred)."""
+"""One result set per study in the fast tier; the full suite checks every one."""
 
 
 def report_choices(df: pd.DataFrame) -> dict[str, str | None]:
