@@ -163,6 +163,7 @@ def test_waiting_for_the_hosts_fast_state_lends_the_gpu_to_neighbours_untimed_wo
     warm-up runs meanwhile; the windows after it have the GPU alone again, and the lent seconds do not
     count as held alone."""
     monkeypatch.setattr(witness, "HOST_FILE", tmp_path / "fast_ms")
+    monkeypatch.setattr(neighbours, "MARKER_DIR", tmp_path / "compiling")  # the suite's other compiles unseen
     lock = gpu_lock.hold("GPU-test", lock_dir)
     neighbour = _Neighbour(lock_dir, "GPU-test", 0.5, shared=True)  # its untimed work: 0.5 s once it has the GPU
     monkeypatch.setattr(witness, "probe_ms", lambda: 1.0 if neighbour._held.is_set() else 1.6)  # slow until then
@@ -240,6 +241,7 @@ def test_a_sharing_trials_row_records_its_wait(lock_dir, tmp_path, monkeypatch):
     on CUDA the device's figure of memory in use is dropped, since it counts the neighbour's.)"""
     monkeypatch.setattr(gpu_lock, "LOCK_DIR", lock_dir)
     monkeypatch.setattr(gpu_lock, "key_for", lambda device, n: "GPU-test" if n > 1 else None)
+    monkeypatch.setattr(neighbours, "MARKER_DIR", tmp_path / "compiling")  # the suite's other compiles unseen
     eager = next(t for t in expand(parse_spec(tiny_spec(axes={"mode": ["eager"]})))[0])
     neighbour = _holder(lock_dir, "GPU-test", None)
     neighbour.release_after(1.5)  # the measuring below asks for the lock well within 0.5 s of this
