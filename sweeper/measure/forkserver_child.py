@@ -28,10 +28,7 @@ def _become_trial(request: dict[str, Any]) -> None:
         os.sched_setaffinity(0, request["cpus"])
     os.environ.clear()
     os.environ.update(request["env"])
-    os.chdir(request["cwd"])
-    for entry in reversed(request["env"].get("PYTHONPATH", "").split(os.pathsep)):
-        if entry and entry not in sys.path:
-            sys.path.insert(0, entry)
+    os.chdir(request["cwd"])  # PYTHONPATH is part of the server's key: its sys.path already has those entries
     err = os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(err, 2)
     devnull = os.open(os.devnull, os.O_RDWR)
