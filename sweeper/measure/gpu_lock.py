@@ -47,6 +47,11 @@ class GpuLock:
     def holding(self) -> bool:
         return self._fd is not None
 
+    @property
+    def shared_gpu(self) -> bool:
+        """Whether this process shares its GPU with other trials (else every method is a no-op)."""
+        return self.key is not None
+
     def acquire(self, exclusive: bool = False) -> None:
         """Wait for the GPU, then hold it, shared (until `release`, or this process's end); `exclusive`:
         alone, as `timing` does."""
@@ -122,7 +127,7 @@ class GpuLock:
                 self.acquire()
 
     def as_row(self) -> dict[str, Any]:
-        shared = self.key is not None
+        shared = self.shared_gpu
         return {"gpu_lock_wait_s": self.waited_s if shared else None,
                 "gpu_lock_held_s": self.held_s if shared else None,
                 "gpu_lock_exclusive_s": self.exclusive_s if shared else None}

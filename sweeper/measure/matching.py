@@ -176,7 +176,7 @@ class HostGate:
 
     def __init__(self, wait_s: float, ref_ms: float | None = None):
         self.left_s, self.waited_s = wait_s, 0.0
-        self.quiet = gpu_lock.current().key is not None  # a shared GPU: waits for neighbours' compiles too
+        self.quiet = gpu_lock.current().shared_gpu  # waits for neighbours' compiles too
         self.ref_ms = ref_ms or witness.host_fast_ms() or witness.own_fast_ms(self._survey())
 
     @staticmethod

@@ -55,7 +55,7 @@ class Context:
         watch = _Watch(self.busy, mem, self.gpu)
         clock = self.gpu.clock_mhz if self.gpu is not None else None
         launch = witness.launch_probe(self.wb.device) if self.wb.device.type == "cuda" else None
-        shared = gpu_lock.current().key is not None
+        shared = gpu_lock.current().shared_gpu
         return Arm(self.feed.window(module, iters), iters, watch.before, watch.after, clock, launch,
                    (lambda: self.busy.last) if shared else None), watch
 

@@ -120,7 +120,7 @@ def _shared_gpu_row() -> dict[str, Any]:
     the neighbour's."""
     lock = gpu_lock.current()
     lock.release()  # the row is measured: the neighbour may have the GPU
-    return {**lock.as_row(), **({"device_mem_used_gib": None} if lock.key is not None else {})}
+    return {**lock.as_row(), **({"device_mem_used_gib": None} if lock.shared_gpu else {})}
 
 
 def _inaccurate_text(row: dict[str, Any]) -> str:
